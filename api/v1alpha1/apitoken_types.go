@@ -1,0 +1,176 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ApiTokenSpec is the desired state of an API key (the contract's "API token").
+// +kubebuilder:validation:XValidation:rule="!(has(self.quota) && has(self.credits))",message="set at most one of quota or credits"
+// +kubebuilder:validation:XValidation:rule="!has(self.modelLimits) || size(self.modelLimits) == 0 || self.modelLimitsEnabled",message="modelLimits requires modelLimitsEnabled: true"
+type ApiTokenSpec struct {
+	// displayName is the key's name as the contract shows it (`name`).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="size(self) <= 50",message="token name must be at most 50 characters"
+	DisplayName string `json:"displayName"`
+
+	// keySecretRef points at an existing Secret key that holds the key
+	// (`sk-` + 48 characters). When empty the controller generates a key and
+	// writes it once into a Secret owned by this ApiToken.
+	// +optional
+	KeySecretRef *SecretKeyRef `json:"keySecretRef,omitempty"`
+
+	// disabled turns the key off (status 2) without deleting it.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// expiresAt is when the key stops working (status 3); empty means never
+	// (the contract's expired_time -1).
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// quota is the key's initial budget in internal quota units
+	// (500000 = 1 USD). It is applied when the key is registered; later use is
+	// tracked in the ledger and mirrored into status.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Quota *int64 `json:"quota,omitempty"`
+
+	// credits is the initial budget in credits (200 = 1 USD), an alternative to quota.
+	// +optional
+	Credits *Decimal `json:"credits,omitempty"`
+
+	// unlimitedQuota lifts the key's own quota restriction (the tenant's still applies).
+	// +optional
+	UnlimitedQuota bool `json:"unlimitedQuota,omitempty"`
+
+	// dailyQuota limits the quota used per UTC day; 0 means no daily limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DailyQuota int64 `json:"dailyQuota,omitempty"`
+
+	// monthlyQuota limits the quota used per UTC calendar month; 0 means no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MonthlyQuota int64 `json:"monthlyQuota,omitempty"`
+
+	// modelLimitsEnabled turns the model allow-list on.
+	// +optional
+	ModelLimitsEnabled bool `json:"modelLimitsEnabled,omitempty"`
+
+	// modelLimits is the allow-list of model IDs, effective only when
+	// modelLimitsEnabled is true.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	ModelLimits []ModelID `json:"modelLimits,omitempty"`
+
+	// group is the routing group of the key; empty means the tenant's group,
+	// "auto" lets the gateway pick any group the tenant may use.
+	// +optional
+	Group string `json:"group,omitempty"`
+
+	// crossGroupRetry lets a request fall back to the tenant's other groups
+	// when every backend of the key's group failed.
+	// +optional
+	CrossGroupRetry bool `json:"crossGroupRetry,omitempty"`
+}
+
+// TokenState is the contract's token status.
+// +kubebuilder:validation:Enum=1;2;3;4
+type TokenState int32
+
+// Token states as the contract numbers them.
+const (
+	TokenEnabled   TokenState = 1
+	TokenDisabled  TokenState = 2
+	TokenExpired   TokenState = 3
+	TokenExhausted TokenState = 4
+)
+
+// ApiTokenStatus is the observed state of an ApiToken.
+type ApiTokenStatus struct {
+	// conditions: Ready (the key is provisioned and registered).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// tokenID is the integer key ID from the ledger (the contract's id).
+	// +optional
+	TokenID int64 `json:"tokenID,omitempty"`
+
+	// userID is the integer ID of the owning tenant.
+	// +optional
+	UserID int64 `json:"userID,omitempty"`
+
+	// keyHash is the SHA-256 (hex) of the key; the gateway authenticates by it.
+	// The key itself is never stored outside its Secret.
+	// +optional
+	KeyHash string `json:"keyHash,omitempty"`
+
+	// keyPrefix is a short, non-secret prefix of the key for display ("sk-abcd").
+	// +optional
+	KeyPrefix string `json:"keyPrefix,omitempty"`
+
+	// secretName is the Secret holding the key.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+
+	// state is 1 enabled, 2 disabled, 3 expired or 4 quota exhausted.
+	// +optional
+	State TokenState `json:"state,omitempty"`
+
+	// remainQuota and usedQuota mirror the ledger at a bounded rate.
+	// +optional
+	RemainQuota int64 `json:"remainQuota,omitempty"`
+	// +optional
+	UsedQuota int64 `json:"usedQuota,omitempty"`
+
+	// accessedAt is the last time the key was used, mirrored at a bounded rate.
+	// +optional
+	AccessedAt *metav1.Time `json:"accessedAt,omitempty"`
+
+	// usageSyncedAt is when the mirrored fields were last written.
+	// +optional
+	UsageSyncedAt *metav1.Time `json:"usageSyncedAt,omitempty"`
+}
+
+// ApiToken is an API key of a tenant: a bearer credential with limits.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tok,categories=modelgate
+// +kubebuilder:printcolumn:name="Display Name",type=string,JSONPath=`.spec.displayName`
+// +kubebuilder:printcolumn:name="ID",type=integer,JSONPath=`.status.tokenID`
+// +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.status.keyPrefix`
+// +kubebuilder:printcolumn:name="State",type=integer,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ApiToken struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec ApiTokenSpec `json:"spec"`
+	// status is the observed state.
+	// +optional
+	Status ApiTokenStatus `json:"status,omitempty"`
+}
+
+// ApiTokenList is a list of ApiTokens.
+// +kubebuilder:object:root=true
+type ApiTokenList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ApiToken `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ApiToken{}, &ApiTokenList{})
+}

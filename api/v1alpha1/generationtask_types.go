@@ -1,0 +1,305 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// GenerationTaskSpec is an accepted image or video submission. The gateway
+// writes it once, after validating the request against the model's profile.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+type GenerationTaskSpec struct {
+	// taskID is the public task ID returned to the client.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	TaskID string `json:"taskID"`
+
+	// model is the model ID the client asked for.
+	// +required
+	Model ModelID `json:"model"`
+
+	// type is image or video.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == 'image' || self == 'video'",message="type must be image or video"
+	Type ModelType `json:"type"`
+
+	// profile is the validation profile the request was checked against.
+	// +required
+	Profile ValidationProfile `json:"profile"`
+
+	// request is the validated request body, with defaults applied.
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Request runtime.RawExtension `json:"request"`
+
+	// tokenName is the ApiToken (same namespace) that submitted the task.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	TokenName string `json:"tokenName"`
+
+	// tokenID and userID are the ledger IDs of the key and its tenant.
+	// +required
+	TokenID int64 `json:"tokenID"`
+	// +required
+	UserID int64 `json:"userID"`
+
+	// group is the routing group the task is served from.
+	// +optional
+	Group string `json:"group,omitempty"`
+
+	// clientBusinessID is the caller's own identifier; the task can be queried
+	// by it and a repeated submission with it replays this task.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ClientBusinessID string `json:"clientBusinessID,omitempty"`
+
+	// privateAssetReview asks for review of private media assets before generation.
+	// +optional
+	PrivateAssetReview bool `json:"privateAssetReview,omitempty"`
+
+	// reservedQuota is the quota reserved at submission (pre-deducted).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReservedQuota int64 `json:"reservedQuota,omitempty"`
+
+	// requestID is the billing idempotency key of the reservation.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	RequestID string `json:"requestID"`
+}
+
+// TaskPhase is the contract's task status.
+// +kubebuilder:validation:Enum=queued;submitted;in_progress;completed;failed
+type TaskPhase string
+
+// Task phases.
+const (
+	TaskQueued     TaskPhase = "queued"
+	TaskSubmitted  TaskPhase = "submitted"
+	TaskInProgress TaskPhase = "in_progress"
+	TaskCompleted  TaskPhase = "completed"
+	TaskFailed     TaskPhase = "failed"
+)
+
+// BillingStatus is the contract's billing status.
+// +kubebuilder:validation:Enum=pending;settled;refunded
+type BillingStatus string
+
+// Billing statuses.
+const (
+	BillingPending  BillingStatus = "pending"
+	BillingSettled  BillingStatus = "settled"
+	BillingRefunded BillingStatus = "refunded"
+)
+
+// TaskBilling is the billing object of a task.
+type TaskBilling struct {
+	// status is pending, settled or refunded.
+	// +required
+	Status BillingStatus `json:"status"`
+	// quota is the confirmed charge in quota units (settled or refunded only).
+	// +optional
+	Quota *int64 `json:"quota,omitempty"`
+	// credits is the confirmed charge in credits (settled or refunded only).
+	// +optional
+	Credits *Decimal `json:"credits,omitempty"`
+	// costUSD is the confirmed charge in USD (settled or refunded only).
+	// +optional
+	CostUSD *Decimal `json:"costUSD,omitempty"`
+}
+
+// TokenCountDetails splits a token count by modality.
+type TokenCountDetails struct {
+	// +optional
+	TextTokens int64 `json:"textTokens,omitempty"`
+	// +optional
+	ImageTokens int64 `json:"imageTokens,omitempty"`
+}
+
+// InputTokenDetails splits input tokens, with the cached subset.
+type InputTokenDetails struct {
+	TokenCountDetails `json:",inline"`
+	// +optional
+	CachedTokens int64 `json:"cachedTokens,omitempty"`
+	// +optional
+	CachedTokensDetails *TokenCountDetails `json:"cachedTokensDetails,omitempty"`
+}
+
+// ImageTokenUsage is the image token usage object of a settled task.
+type ImageTokenUsage struct {
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+	TotalTokens  int64 `json:"totalTokens"`
+	// +optional
+	InputTokensDetails *InputTokenDetails `json:"inputTokensDetails,omitempty"`
+	// +optional
+	OutputTokensDetails *TokenCountDetails `json:"outputTokensDetails,omitempty"`
+}
+
+// TaskResult is the result of a completed task.
+type TaskResult struct {
+	// type is "image" or "video".
+	Type string `json:"type"`
+	// data lists the generated assets.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Data []TaskResultItem `json:"data"`
+}
+
+// TaskResultItem is one generated asset.
+type TaskResultItem struct {
+	// url is where the asset can be fetched until the task's expiresAt.
+	URL string `json:"url"`
+}
+
+// TaskError is why a task failed.
+type TaskError struct {
+	// code is a machine-readable code such as generation_failed.
+	Code string `json:"code"`
+	// message is a human-readable explanation.
+	Message string `json:"message"`
+}
+
+// ReviewAsset is one asset of a private asset review round.
+type ReviewAsset struct {
+	// url is the asset's source URL (or a digest for inline data).
+	URL string `json:"url"`
+	// type is image, video or audio.
+	// +kubebuilder:validation:Enum=image;video;audio
+	Type string `json:"type"`
+	// role is the asset's role, such as first_frame or reference_video.
+	// +optional
+	Role string `json:"role,omitempty"`
+	// state is pending, passed or rejected.
+	// +kubebuilder:validation:Enum=pending;passed;rejected
+	State string `json:"state"`
+}
+
+// ReviewRound is one preparation round of private asset review on one backend.
+type ReviewRound struct {
+	// round counts from 1.
+	Round int32 `json:"round"`
+	// backend is the channel the round prepares for.
+	Backend string `json:"backend"`
+	// deadline is when the round fails if assets are not all passed.
+	Deadline metav1.Time `json:"deadline"`
+	// assets are the assets under review.
+	// +listType=atomic
+	// +optional
+	Assets []ReviewAsset `json:"assets,omitempty"`
+	// outcome is pending, passed, rejected or expired.
+	// +kubebuilder:validation:Enum=pending;passed;rejected;expired
+	Outcome string `json:"outcome"`
+}
+
+// GenerationTaskStatus is the observed state of a GenerationTask.
+type GenerationTaskStatus struct {
+	// conditions: Ready (the task reached a final phase and was settled).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase is queued, submitted, in_progress, completed or failed.
+	// +optional
+	Phase TaskPhase `json:"phase,omitempty"`
+
+	// progress is 0 to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Progress int32 `json:"progress,omitempty"`
+
+	// backend is the channel serving the task.
+	// +optional
+	Backend string `json:"backend,omitempty"`
+
+	// upstreamTaskID is the provider's task ID.
+	// +optional
+	UpstreamTaskID string `json:"upstreamTaskID,omitempty"`
+
+	// attempts counts upstream submissions.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// nextPollAt is when the controller polls the upstream next.
+	// +optional
+	NextPollAt *metav1.Time `json:"nextPollAt,omitempty"`
+
+	// billing is the billing object.
+	// +optional
+	Billing *TaskBilling `json:"billing,omitempty"`
+
+	// usage is the image token usage, only when billing is settled and valid.
+	// +optional
+	Usage *ImageTokenUsage `json:"usage,omitempty"`
+
+	// result is set when completed.
+	// +optional
+	Result *TaskResult `json:"result,omitempty"`
+
+	// error is set when failed.
+	// +optional
+	Error *TaskError `json:"error,omitempty"`
+
+	// startedAt, completedAt and expiresAt are the task's timestamps.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// reviewRounds records private asset review.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ReviewRounds []ReviewRound `json:"reviewRounds,omitempty"`
+
+	// webhookDelivered is true once the final-state webhook was acknowledged.
+	// +optional
+	WebhookDelivered bool `json:"webhookDelivered,omitempty"`
+}
+
+// GenerationTask is an asynchronous image or video generation in flight.
+// The ledger keeps the archive; the object is deleted after its retention.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=gt,categories=modelgate
+// +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskID`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Billing",type=string,JSONPath=`.status.billing.status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type GenerationTask struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the accepted submission.
+	// +required
+	Spec GenerationTaskSpec `json:"spec"`
+	// status is the task's progress.
+	// +optional
+	Status GenerationTaskStatus `json:"status,omitempty"`
+}
+
+// GenerationTaskList is a list of GenerationTasks.
+// +kubebuilder:object:root=true
+type GenerationTaskList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GenerationTask `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&GenerationTask{}, &GenerationTaskList{})
+}

@@ -1,0 +1,156 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TenantSpec is the desired state of a Tenant: one customer account, living
+// alone in its own namespace.
+type TenantSpec struct {
+	// displayName is a human-readable name for the account.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	DisplayName string `json:"displayName,omitempty"`
+
+	// group is the routing group of the tenant's keys that name none.
+	// +optional
+	// +kubebuilder:default=default
+	Group GroupName `json:"group,omitempty"`
+
+	// allowedGroups are the routing groups the tenant's keys may select, in
+	// addition to group. A key with automatic group selection may use any of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	AllowedGroups []GroupName `json:"allowedGroups,omitempty"`
+
+	// unlimitedQuota lifts the account-wide quota restriction.
+	// +optional
+	UnlimitedQuota bool `json:"unlimitedQuota,omitempty"`
+
+	// grants add quota to the account balance. Each grant is applied exactly
+	// once, keyed by its id; removing a grant from the list does not take the
+	// quota back (grants are a ledger, not a desired balance).
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=256
+	Grants []Grant `json:"grants,omitempty"`
+
+	// accessTokenRotation is a counter for the account's system access token
+	// (the credential of /api/usage/tokens/*). Raising it generates a new token
+	// and invalidates the previous one at once.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AccessTokenRotation int64 `json:"accessTokenRotation,omitempty"`
+
+	// requestsPerMinute caps requests of all the tenant's keys together; 0 means
+	// the platform default.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	RequestsPerMinute int32 `json:"requestsPerMinute,omitempty"`
+}
+
+// Grant adds quota to a tenant, once.
+// +kubebuilder:validation:XValidation:rule="has(self.credits) != has(self.quota)",message="exactly one of credits or quota must be set"
+type Grant struct {
+	// id identifies the grant; a grant id is applied at most once per tenant.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ID string `json:"id"`
+
+	// credits is the amount in credits (200 credits = 1 USD).
+	// +optional
+	Credits *Decimal `json:"credits,omitempty"`
+
+	// quota is the amount in internal quota units (500000 = 1 USD).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Quota *int64 `json:"quota,omitempty"`
+
+	// reason is a free-text note kept with the grant.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+}
+
+// TenantStatus is the observed state of a Tenant.
+type TenantStatus struct {
+	// conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// userID is the integer account ID from the ledger (the contract's user_id
+	// and the X-User-Id header of the usage API).
+	// +optional
+	UserID int64 `json:"userID,omitempty"`
+
+	// appliedGrants lists the ids of grants applied to the ledger.
+	// +optional
+	// +listType=set
+	AppliedGrants []string `json:"appliedGrants,omitempty"`
+
+	// accessTokenSecretName is the Secret holding the current access token.
+	// +optional
+	AccessTokenSecretName string `json:"accessTokenSecretName,omitempty"`
+
+	// accessTokenHash is the SHA-256 (hex) of the current access token.
+	// +optional
+	AccessTokenHash string `json:"accessTokenHash,omitempty"`
+
+	// accessTokenRotation is the spec.accessTokenRotation the token was made for.
+	// +optional
+	AccessTokenRotation int64 `json:"accessTokenRotation,omitempty"`
+
+	// remainQuota and usedQuota mirror the ledger at a bounded rate.
+	// +optional
+	RemainQuota int64 `json:"remainQuota,omitempty"`
+	// +optional
+	UsedQuota int64 `json:"usedQuota,omitempty"`
+
+	// balanceSyncedAt is when remainQuota and usedQuota were last mirrored.
+	// +optional
+	BalanceSyncedAt *metav1.Time `json:"balanceSyncedAt,omitempty"`
+}
+
+// Tenant is one customer account. Exactly one Tenant lives in a tenant
+// namespace; ApiTokens and GenerationTasks of that namespace belong to it.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tn,categories=modelgate
+// +kubebuilder:printcolumn:name="User ID",type=integer,JSONPath=`.status.userID`
+// +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.group`
+// +kubebuilder:printcolumn:name="Remain",type=integer,JSONPath=`.status.remainQuota`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Tenant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +optional
+	Spec TenantSpec `json:"spec,omitempty"`
+	// status is the observed state.
+	// +optional
+	Status TenantStatus `json:"status,omitempty"`
+}
+
+// TenantList is a list of Tenants.
+// +kubebuilder:object:root=true
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tenant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+}

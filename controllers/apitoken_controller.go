@@ -1,0 +1,289 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/keys"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// ApiToken reasons.
+const (
+	ReasonTenantNotReady = "TenantNotReady"
+	ReasonKeyInvalid     = "KeyInvalid"
+)
+
+// APIKeySecretKey is the data key of the Secret a generated API key is written to.
+const APIKeySecretKey = "key"
+
+// ApiTokenReconciler provisions keys, registers tokens in the ledger and
+// computes their state.
+type ApiTokenReconciler struct {
+	Client client.Client
+	Ledger Ledger
+	Clock  clock.PassiveClock
+	// UsageSyncPeriod bounds status writes of mirrored usage.
+	UsageSyncPeriod time.Duration
+}
+
+// +kubebuilder:rbac:groups=modelgate.io,resources=apitokens,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=modelgate.io,resources=apitokens/status,verbs=get;update;patch
+
+// Reconcile provisions one ApiToken.
+func (r *ApiTokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tok := &v1.ApiToken{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tok); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tok.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := tok.DeepCopy()
+	res, err := r.reconcile(ctx, tok)
+	if perr := patchStatusIfChanged(ctx, r.Client, before, tok); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *ApiTokenReconciler) reconcile(ctx context.Context, tok *v1.ApiToken) (ctrl.Result, error) {
+	gen := tok.Generation
+	tenant, err := readyTenant(ctx, r.Client, tok.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if tenant == nil {
+		// The Tenant watch wakes us when it becomes ready.
+		setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, false, ReasonTenantNotReady,
+			"no ready Tenant in namespace "+tok.Namespace)
+		return ctrl.Result{}, nil
+	}
+	tok.Status.UserID = tenant.Status.UserID
+	if err := r.ensureKey(ctx, tok); err != nil {
+		var se specError
+		if errors.As(err, &se) {
+			setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, false, ReasonKeyInvalid, err.Error())
+			return ctrl.Result{}, nil // fixed by a spec or Secret change, which wakes us
+		}
+		return ctrl.Result{}, err
+	}
+	if err := r.register(ctx, tok); err != nil {
+		setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, false, reasonFor(err), err.Error())
+		return ctrl.Result{}, err
+	}
+	next, err := r.mirrorUsage(ctx, tok)
+	if err != nil {
+		setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, false, v1.ReasonLedgerUnavailable, err.Error())
+		return ctrl.Result{}, err
+	}
+	now := r.Clock.Now()
+	tok.Status.State = TokenState(tok, now)
+	setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, true, v1.ReasonReconciled, "key is provisioned and registered")
+	tok.Status.ObservedGeneration = gen
+	if exp := tok.Spec.ExpiresAt; exp != nil && exp.After(now) && exp.Sub(now) < next {
+		next = exp.Sub(now) // requeue exactly at expiry
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// TokenState computes the contract's token status: disabled beats expired
+// beats exhausted.
+func TokenState(tok *v1.ApiToken, now time.Time) v1.TokenState {
+	switch {
+	case tok.Spec.Disabled:
+		return v1.TokenDisabled
+	case tok.Spec.ExpiresAt != nil && !now.Before(tok.Spec.ExpiresAt.Time):
+		return v1.TokenExpired
+	case !tok.Spec.UnlimitedQuota && tok.Status.TokenID != 0 && tok.Status.RemainQuota <= 0:
+		return v1.TokenExhausted
+	default:
+		return v1.TokenEnabled
+	}
+}
+
+// readyTenant returns the namespace's Tenant once it has a user ID, or nil.
+func readyTenant(ctx context.Context, c client.Client, namespace string) (*v1.Tenant, error) {
+	list := &v1.TenantList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	for i := range list.Items {
+		t := &list.Items[i]
+		if t.Status.UserID != 0 && meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady) {
+			return t, nil
+		}
+	}
+	return nil, nil
+}
+
+// ensureKey sets status.keyHash from the key the token uses: a referenced
+// Secret, or a generated key written once into a Secret the token owns.
+func (r *ApiTokenReconciler) ensureKey(ctx context.Context, tok *v1.ApiToken) error {
+	if ref := tok.Spec.KeySecretRef; ref != nil {
+		key, err := r.readSecretKey(ctx, tok.Namespace, ref.Name, ref.Key)
+		if err != nil {
+			return err
+		}
+		if key == "" {
+			return specError{fmt.Errorf("secret %s has no key %q", ref.Name, ref.Key)}
+		}
+		if !keys.ValidAPIKey(key) {
+			return specError{fmt.Errorf("secret %s key %q is not an API key (sk- and 48 letters or digits)", ref.Name, ref.Key)}
+		}
+		r.setKey(tok, ref.Name, key)
+		return nil
+	}
+	name := tok.Name + "-key"
+	key, err := r.readSecretKey(ctx, tok.Namespace, name, APIKeySecretKey)
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		if key, err = r.writeNewKey(ctx, tok, name); err != nil {
+			return err
+		}
+	}
+	r.setKey(tok, name, key)
+	return nil
+}
+
+func (r *ApiTokenReconciler) setKey(tok *v1.ApiToken, secret, key string) {
+	tok.Status.SecretName = secret
+	tok.Status.KeyHash = keys.Hash(key)
+	tok.Status.KeyPrefix = keys.DisplayPrefix(key)
+}
+
+// readSecretKey returns one value of a Secret, "" when the Secret or key is missing.
+func (r *ApiTokenReconciler) readSecretKey(ctx context.Context, ns, name, key string) (string, error) {
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("get secret %s: %w", name, err)
+	}
+	return string(s.Data[key]), nil
+}
+
+// writeNewKey creates the token's key Secret. Create (not update) makes the
+// write happen once: a racing reconcile gets AlreadyExists and retries.
+func (r *ApiTokenReconciler) writeNewKey(ctx context.Context, tok *v1.ApiToken, name string) (string, error) {
+	key, err := keys.NewAPIKey()
+	if err != nil {
+		return "", err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tok.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "modelgate"}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{APIKeySecretKey: []byte(key)},
+	}
+	if err := controllerutil.SetControllerReference(tok, s, r.Client.Scheme()); err != nil {
+		return "", err
+	}
+	if err := r.Client.Create(ctx, s); err != nil {
+		return "", fmt.Errorf("create key secret: %w", err)
+	}
+	return key, nil
+}
+
+// register creates the ledger row (initial quota applies only then) and
+// keeps the limits in line with the spec.
+func (r *ApiTokenReconciler) register(ctx context.Context, tok *v1.ApiToken) error {
+	initial, err := initialQuota(tok.Spec)
+	if err != nil {
+		return specError{err}
+	}
+	limits := store.TokenLimits{
+		Unlimited:    tok.Spec.UnlimitedQuota,
+		DailyLimit:   billing.Quota(tok.Spec.DailyQuota),
+		MonthlyLimit: billing.Quota(tok.Spec.MonthlyQuota),
+	}
+	id, err := r.Ledger.EnsureToken(ctx, store.TokenSpec{
+		UID: string(tok.UID), UserID: tok.Status.UserID, Name: tok.Spec.DisplayName,
+		RemainQuota: initial, TokenLimits: limits,
+	})
+	if err != nil {
+		return ledgerError{err}
+	}
+	if err := r.Ledger.UpdateTokenLimits(ctx, id, limits); err != nil {
+		return ledgerError{err}
+	}
+	tok.Status.TokenID = id
+	return nil
+}
+
+func initialQuota(spec v1.ApiTokenSpec) (billing.Quota, error) {
+	switch {
+	case spec.Credits != nil:
+		return creditsToQuota(*spec.Credits)
+	case spec.Quota != nil:
+		return billing.Quota(*spec.Quota), nil
+	default:
+		return 0, nil
+	}
+}
+
+// mirrorUsage copies the ledger's view of the token into status at most once
+// per UsageSyncPeriod, and says when to look again.
+func (r *ApiTokenReconciler) mirrorUsage(ctx context.Context, tok *v1.ApiToken) (time.Duration, error) {
+	period := r.UsageSyncPeriod
+	if period <= 0 {
+		period = DefaultBalanceSyncPeriod
+	}
+	now := r.Clock.Now()
+	if last := tok.Status.UsageSyncedAt; last != nil && now.Sub(last.Time) < period {
+		return period - now.Sub(last.Time), nil
+	}
+	b, err := r.Ledger.TokenUsage(ctx, tok.Status.TokenID)
+	if err != nil {
+		return 0, err
+	}
+	tok.Status.RemainQuota, tok.Status.UsedQuota = int64(b.Remain), int64(b.Used)
+	if b.AccessedTime > 0 {
+		at := metav1.NewTime(time.Unix(b.AccessedTime, 0))
+		tok.Status.AccessedAt = &at
+	}
+	synced := metav1.NewTime(now.Truncate(time.Second))
+	tok.Status.UsageSyncedAt = &synced
+	return period, nil
+}
+
+// SetupWithManager registers the reconciler. A Tenant becoming ready wakes
+// every token of its namespace.
+func (r *ApiTokenReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.ApiToken{}).
+		Owns(&corev1.Secret{}).
+		Watches(&v1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tokensOfTenant)).
+		Named("apitoken").
+		Complete(r)
+}
+
+func (r *ApiTokenReconciler) tokensOfTenant(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &v1.ApiTokenList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, t := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+	}
+	return reqs
+}

@@ -1,0 +1,22 @@
+package controllers
+
+import (
+	"context"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// Ledger is the part of the database the controllers use; *store.Store
+// implements it.
+type Ledger interface {
+	EnsureTenant(ctx context.Context, uid, namespace, name string) (int64, error)
+	SetTenantUnlimited(ctx context.Context, userID int64, unlimited bool) error
+	ApplyGrant(ctx context.Context, userID int64, grantID string, amount billing.Quota) (bool, error)
+	TenantBalance(ctx context.Context, userID int64) (store.Balance, error)
+	EnsureToken(ctx context.Context, spec store.TokenSpec) (int64, error)
+	UpdateTokenLimits(ctx context.Context, tokenID int64, l store.TokenLimits) error
+	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
+}
+
+var _ Ledger = (*store.Store)(nil)

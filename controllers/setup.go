@@ -1,0 +1,30 @@
+package controllers
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Options configure every reconciler.
+type Options struct {
+	Ledger Ledger
+	Clock  clock.PassiveClock
+	// SyncPeriod bounds how often ledger figures are mirrored into status.
+	SyncPeriod time.Duration
+}
+
+// Setup registers every reconciler with the manager. Indexes are registered
+// separately (index.AddIndexes) because the gateway needs them too.
+func Setup(mgr ctrl.Manager, o Options) error {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if err := (&TenantReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
+		BalanceSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
+		UsageSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr)
+}

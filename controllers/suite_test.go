@@ -1,0 +1,71 @@
+package controllers_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/test/framework"
+)
+
+var (
+	env    *framework.Env
+	k8s    client.Client
+	ledger *store.Store
+	ctx    context.Context
+	cancel context.CancelFunc
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controllers against a real kube-apiserver and a real ledger")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+	var err error
+	env, err = framework.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
+
+	ledger, err = store.Open(ctx, "sqlite://"+filepath.Join(GinkgoT().TempDir(), "ledger.db"))
+	Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(index.AddIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
+	// A short sync period lets specs watch mirrored ledger figures move.
+	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second})).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	if ledger != nil {
+		Expect(ledger.Close()).To(Succeed())
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})

@@ -1,0 +1,227 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/keys"
+)
+
+// Tenant reasons.
+const (
+	ReasonDuplicateTenant = "DuplicateTenant"
+)
+
+// AccessTokenSecretKey is the data key of a tenant's access-token Secret.
+const AccessTokenSecretKey = "token"
+
+// DefaultBalanceSyncPeriod bounds how often ledger balances are mirrored into status.
+const DefaultBalanceSyncPeriod = 30 * time.Second
+
+// TenantReconciler registers tenants in the ledger, applies grants once,
+// keeps the usage-API access token and mirrors the balance into status.
+type TenantReconciler struct {
+	Client client.Client
+	Ledger Ledger
+	Clock  clock.PassiveClock
+	// BalanceSyncPeriod bounds status writes of the mirrored balance.
+	BalanceSyncPeriod time.Duration
+}
+
+// +kubebuilder:rbac:groups=modelgate.io,resources=tenants,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=modelgate.io,resources=tenants/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile brings one Tenant's ledger record, grants and access token in line with its spec.
+func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tenant := &v1.Tenant{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tenant); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tenant.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := tenant.DeepCopy()
+	res, err := r.reconcile(ctx, tenant)
+	if perr := patchStatusIfChanged(ctx, r.Client, before, tenant); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *TenantReconciler) reconcile(ctx context.Context, t *v1.Tenant) (ctrl.Result, error) {
+	gen := t.Generation
+	if other, err := r.olderTenant(ctx, t); err != nil {
+		return ctrl.Result{}, err
+	} else if other != "" {
+		setCondition(&t.Status.Conditions, gen, v1.ConditionReady, false, ReasonDuplicateTenant,
+			fmt.Sprintf("namespace %s already has Tenant %q; only one Tenant may live in a namespace", t.Namespace, other))
+		return ctrl.Result{}, nil
+	}
+	for _, step := range []func(context.Context, *v1.Tenant) error{r.register, r.applyGrants, r.ensureAccessToken} {
+		if err := step(ctx, t); err != nil {
+			setCondition(&t.Status.Conditions, gen, v1.ConditionReady, false, reasonFor(err), err.Error())
+			return ctrl.Result{}, err
+		}
+	}
+	requeue, err := r.mirrorBalance(ctx, t)
+	if err != nil {
+		setCondition(&t.Status.Conditions, gen, v1.ConditionReady, false, v1.ReasonLedgerUnavailable, err.Error())
+		return ctrl.Result{}, err
+	}
+	setCondition(&t.Status.Conditions, gen, v1.ConditionReady, true, v1.ReasonReconciled, "tenant is registered and its grants are applied")
+	t.Status.ObservedGeneration = gen
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// olderTenant returns the name of another Tenant of the namespace that came
+// first (by creation time, then name), which makes t the refused duplicate.
+func (r *TenantReconciler) olderTenant(ctx context.Context, t *v1.Tenant) (string, error) {
+	list := &v1.TenantList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(t.Namespace)); err != nil {
+		return "", fmt.Errorf("list tenants: %w", err)
+	}
+	for _, o := range list.Items {
+		if o.Name == t.Name || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if o.CreationTimestamp.Before(&t.CreationTimestamp) ||
+			(o.CreationTimestamp.Equal(&t.CreationTimestamp) && o.Name < t.Name) {
+			return o.Name, nil
+		}
+	}
+	return "", nil
+}
+
+func (r *TenantReconciler) register(ctx context.Context, t *v1.Tenant) error {
+	id, err := r.Ledger.EnsureTenant(ctx, string(t.UID), t.Namespace, t.Name)
+	if err != nil {
+		return ledgerError{err}
+	}
+	t.Status.UserID = id
+	if err := r.Ledger.SetTenantUnlimited(ctx, id, t.Spec.UnlimitedQuota); err != nil {
+		return ledgerError{err}
+	}
+	return nil
+}
+
+// applyGrants applies every grant of the spec not yet applied. The ledger
+// keys grants by ID, so a grant applied before a lost status write is not
+// applied twice.
+func (r *TenantReconciler) applyGrants(ctx context.Context, t *v1.Tenant) error {
+	for _, g := range t.Spec.Grants {
+		if slices.Contains(t.Status.AppliedGrants, g.ID) {
+			continue
+		}
+		amount, err := grantQuota(g)
+		if err != nil {
+			return specError{fmt.Errorf("grant %q: %w", g.ID, err)}
+		}
+		if _, err := r.Ledger.ApplyGrant(ctx, t.Status.UserID, g.ID, amount); err != nil {
+			return ledgerError{fmt.Errorf("apply grant %q: %w", g.ID, err)}
+		}
+		t.Status.AppliedGrants = append(t.Status.AppliedGrants, g.ID)
+		log.FromContext(ctx).Info("applied grant", "grant", g.ID, "quota", int64(amount))
+	}
+	return nil
+}
+
+func grantQuota(g v1.Grant) (billing.Quota, error) {
+	if g.Quota != nil {
+		return billing.Quota(*g.Quota), nil
+	}
+	if g.Credits == nil {
+		return 0, errors.New("neither credits nor quota is set")
+	}
+	return creditsToQuota(*g.Credits)
+}
+
+// creditsToQuota converts a credits decimal string of a spec to quota.
+func creditsToQuota(credits v1.Decimal) (billing.Quota, error) {
+	d, err := billing.ParseUSD(string(credits)) // same decimal syntax as USD
+	if err != nil {
+		return 0, err
+	}
+	return billing.QuotaFromCredits(d)
+}
+
+// ensureAccessToken keeps one access token in a Secret owned by the tenant.
+// A new token is generated when the rotation counter moved or the Secret (or
+// its token) went missing; the old hash is replaced at once, so the previous
+// token stops working on the next cache sync of the gateways.
+func (r *TenantReconciler) ensureAccessToken(ctx context.Context, t *v1.Tenant) error {
+	name := t.Name + "-access-token"
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: name}, secret)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get access-token secret: %w", err)
+	}
+	current := string(secret.Data[AccessTokenSecretKey])
+	upToDate := err == nil && current != "" &&
+		t.Status.AccessTokenRotation == t.Spec.AccessTokenRotation &&
+		t.Status.AccessTokenHash == keys.Hash(current)
+	if upToDate {
+		return nil
+	}
+	token, gerr := keys.NewAccessToken()
+	if gerr != nil {
+		return gerr
+	}
+	secret.Name, secret.Namespace = name, t.Namespace
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, secret, func() error {
+		secret.Type = corev1.SecretTypeOpaque
+		secret.Data = map[string][]byte{AccessTokenSecretKey: []byte(token)}
+		return controllerutil.SetControllerReference(t, secret, r.Client.Scheme())
+	}); err != nil {
+		return fmt.Errorf("write access-token secret: %w", err)
+	}
+	t.Status.AccessTokenSecretName = name
+	t.Status.AccessTokenHash = keys.Hash(token)
+	t.Status.AccessTokenRotation = t.Spec.AccessTokenRotation
+	return nil
+}
+
+// mirrorBalance copies the ledger balance into status at most once per
+// BalanceSyncPeriod and says when to look again.
+func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) (time.Duration, error) {
+	period := r.BalanceSyncPeriod
+	if period <= 0 {
+		period = DefaultBalanceSyncPeriod
+	}
+	now := r.Clock.Now()
+	if last := t.Status.BalanceSyncedAt; last != nil && now.Sub(last.Time) < period {
+		return period - now.Sub(last.Time), nil
+	}
+	b, err := r.Ledger.TenantBalance(ctx, t.Status.UserID)
+	if err != nil {
+		return 0, err
+	}
+	t.Status.RemainQuota, t.Status.UsedQuota = int64(b.Remain), int64(b.Used)
+	synced := metav1.NewTime(now.Truncate(time.Second))
+	t.Status.BalanceSyncedAt = &synced
+	return period, nil
+}
+
+// SetupWithManager registers the reconciler; Secrets it owns wake it.
+func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Tenant{}).
+		Owns(&corev1.Secret{}).
+		Named("tenant").
+		Complete(r)
+}

@@ -1,0 +1,113 @@
+package controllers_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/keys"
+	"github.com/modelgate/modelgate/test/framework"
+)
+
+// newTenantNamespace creates a fresh namespace for one spec.
+func newTenantNamespace() string {
+	ns := framework.NewNamespace("tenant")
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, ns))).To(Succeed()) })
+	return ns.Name
+}
+
+func readyTenantIn(ns string, grants ...v1.Grant) *v1.Tenant {
+	t := &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "acct", Namespace: ns}, Spec: v1.TenantSpec{Grants: grants}}
+	Expect(k8s.Create(ctx, t)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady)).To(BeTrue())
+	}, framework.Timeout, framework.Interval).Should(Succeed())
+	return t
+}
+
+func credits(s string) *v1.Decimal { d := v1.Decimal(s); return &d }
+
+var _ = Describe("Tenant controller", func() {
+	It("registers the tenant, applies each grant once and keeps an access token", func() {
+		ns := newTenantNamespace()
+		t := readyTenantIn(ns, v1.Grant{ID: "welcome", Credits: credits("200")}, v1.Grant{ID: "bonus", Quota: ptr.To[int64](1000)})
+
+		Expect(t.Status.UserID).To(BeNumerically(">", 0))
+		Expect(t.Status.AppliedGrants).To(ConsistOf("welcome", "bonus"))
+		Expect(t.Status.ObservedGeneration).To(Equal(t.Generation))
+		bal, err := ledger.TenantBalance(ctx, t.Status.UserID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bal.Remain).To(Equal(billing.Quota(500000 + 1000))) // 200 credits = 1 USD
+
+		secret := &corev1.Secret{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Status.AccessTokenSecretName}, secret)).To(Succeed())
+		token := string(secret.Data[controllers.AccessTokenSecretKey])
+		Expect(token).To(HaveLen(40))
+		Expect(t.Status.AccessTokenHash).To(Equal(keys.Hash(token)))
+		Expect(secret.OwnerReferences).To(HaveLen(1))
+		Expect(secret.OwnerReferences[0].UID).To(Equal(t.UID))
+
+		By("removing a grant from the spec, which does not take the quota back")
+		update(t, func(t *v1.Tenant) { t.Spec.Grants = t.Spec.Grants[:1] })
+		Consistently(func(g Gomega) {
+			b, err := ledger.TenantBalance(ctx, t.Status.UserID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(b.Remain).To(Equal(billing.Quota(501000)))
+		}, framework.ConsistentlyDuration, framework.Interval).Should(Succeed())
+
+		By("adding a new grant, which is applied once")
+		update(t, func(t *v1.Tenant) {
+			t.Spec.Grants = append(t.Spec.Grants, v1.Grant{ID: "topup", Quota: ptr.To[int64](7)})
+		})
+		Eventually(func(g Gomega) {
+			b, err := ledger.TenantBalance(ctx, t.Status.UserID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(b.Remain).To(Equal(billing.Quota(501007)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			g.Expect(t.Status.RemainQuota).To(Equal(int64(501007)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("rotates the access token on request and invalidates the old one", func() {
+		ns := newTenantNamespace()
+		t := readyTenantIn(ns)
+		oldHash := t.Status.AccessTokenHash
+
+		update(t, func(t *v1.Tenant) { t.Spec.AccessTokenRotation = 1 })
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			g.Expect(t.Status.AccessTokenRotation).To(Equal(int64(1)))
+			g.Expect(t.Status.AccessTokenHash).NotTo(Equal(oldHash))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		secret := &corev1.Secret{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Status.AccessTokenSecretName}, secret)).To(Succeed())
+		Expect(keys.Hash(string(secret.Data[controllers.AccessTokenSecretKey]))).To(Equal(t.Status.AccessTokenHash))
+	})
+
+	It("refuses a second Tenant in the same namespace", func() {
+		ns := newTenantNamespace()
+		first := readyTenantIn(ns)
+		second := &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "zz-second", Namespace: ns}}
+		Expect(k8s.Create(ctx, second)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(second), second)).To(Succeed())
+			c := meta.FindStatusCondition(second.Status.Conditions, v1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonDuplicateTenant))
+			g.Expect(c.Message).To(ContainSubstring(first.Name))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(second.Status.UserID).To(BeZero())
+	})
+})

@@ -1,0 +1,77 @@
+// Package index declares every field index of the shared informer cache in one
+// place, so the manager, the gateway and every test suite agree on them.
+package index
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+const (
+	// TokenKeyHash indexes ApiTokens by status.keyHash: the gateway's
+	// authentication lookup, with no API-server or database call per request.
+	TokenKeyHash = "status.keyHash"
+	// TenantAccessTokenHash indexes Tenants by status.accessTokenHash (usage API).
+	TenantAccessTokenHash = "status.accessTokenHash"
+	// TenantUserID indexes Tenants by status.userID (the X-User-Id header).
+	TenantUserID = "status.userID"
+	// RouteModel indexes ModelRoutes by spec.model.
+	RouteModel = "spec.model"
+	// PriceModel indexes PriceRules by spec.model.
+	PriceModel = "spec.model"
+	// TaskID indexes GenerationTasks by spec.taskID.
+	TaskID = "spec.taskID"
+	// TaskClientBusinessID indexes GenerationTasks by spec.clientBusinessID.
+	TaskClientBusinessID = "spec.clientBusinessID"
+)
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// AddIndexes registers every index with the indexer (a manager's field indexer).
+func AddIndexes(ctx context.Context, ix client.FieldIndexer) error {
+	indexes := []struct {
+		obj   client.Object
+		field string
+		fn    client.IndexerFunc
+	}{
+		{&v1.ApiToken{}, TokenKeyHash, func(o client.Object) []string {
+			return nonEmpty(o.(*v1.ApiToken).Status.KeyHash)
+		}},
+		{&v1.Tenant{}, TenantAccessTokenHash, func(o client.Object) []string {
+			return nonEmpty(o.(*v1.Tenant).Status.AccessTokenHash)
+		}},
+		{&v1.Tenant{}, TenantUserID, func(o client.Object) []string {
+			if id := o.(*v1.Tenant).Status.UserID; id != 0 {
+				return []string{fmt.Sprint(id)}
+			}
+			return nil
+		}},
+		{&v1.ModelRoute{}, RouteModel, func(o client.Object) []string {
+			return nonEmpty(string(o.(*v1.ModelRoute).Spec.Model))
+		}},
+		{&v1.PriceRule{}, PriceModel, func(o client.Object) []string {
+			return nonEmpty(string(o.(*v1.PriceRule).Spec.Model))
+		}},
+		{&v1.GenerationTask{}, TaskID, func(o client.Object) []string {
+			return nonEmpty(o.(*v1.GenerationTask).Spec.TaskID)
+		}},
+		{&v1.GenerationTask{}, TaskClientBusinessID, func(o client.Object) []string {
+			return nonEmpty(o.(*v1.GenerationTask).Spec.ClientBusinessID)
+		}},
+	}
+	for _, i := range indexes {
+		if err := ix.IndexField(ctx, i.obj, i.field, i.fn); err != nil {
+			return fmt.Errorf("index %T %s: %w", i.obj, i.field, err)
+		}
+	}
+	return nil
+}

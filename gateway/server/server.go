@@ -1,0 +1,120 @@
+// Package server is the gateway's HTTP server: explicit timeouts, health and
+// readiness endpoints, graceful shutdown. Endpoint groups mount their handlers
+// on its mux.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// ReadyCheck reports whether a dependency is ready; nil means ready.
+type ReadyCheck func(ctx context.Context) error
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the listen address, such as ":8080" or "127.0.0.1:0".
+	Addr string
+	// ShutdownGrace bounds how long in-flight requests may take to finish.
+	ShutdownGrace time.Duration
+	// ReadyChecks must all pass for /readyz to answer 200.
+	ReadyChecks map[string]ReadyCheck
+	Logger      *slog.Logger
+}
+
+// Server serves the gateway's API.
+type Server struct {
+	opts     Options
+	mux      *http.ServeMux
+	addr     atomic.Value // the bound address, once listening
+	draining atomic.Bool
+}
+
+// New returns a Server with health endpoints mounted.
+func New(opts Options) *Server {
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	return s
+}
+
+// Handle mounts a handler for a pattern of http.ServeMux.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Addr is the address the server listens on, once Run has bound it.
+func (s *Server) Addr() string {
+	a, _ := s.addr.Load().(string)
+	return a
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz is 503 while draining or while any check fails, naming the failure.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.draining.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	for name, check := range s.opts.ReadyChecks {
+		if err := check(ctx); err != nil {
+			http.Error(w, fmt.Sprintf("%s: not ready: %v", name, err), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// Run listens and serves until ctx is done, then stops accepting, lets
+// in-flight requests finish within the grace period, and returns.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.opts.Addr, err)
+	}
+	s.addr.Store(ln.Addr().String())
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: streams last as long as the model writes. Idle
+		// keep-alive connections are bounded instead.
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 1 << 20,
+		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.opts.Logger.Info("gateway listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

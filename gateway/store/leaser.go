@@ -1,0 +1,214 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+)
+
+// LeaseConfig configures a Leaser.
+type LeaseConfig struct {
+	// ReplicaID names the gateway replica (pod name); one lease row per
+	// replica and token.
+	ReplicaID string
+	// Chunk is the most quota taken into a lease at once beyond what the
+	// request needs. Default 500000 (1 USD).
+	Chunk billing.Quota
+	// TTL is how long a lease lives without renewal; a dead replica's quota
+	// returns to the balance one TTL (plus a sweep interval) after its last
+	// renewal. Default 1 minute.
+	TTL time.Duration
+}
+
+// Leaser reserves quota for one gateway replica from leases it takes from the
+// ledger in chunks, so that the hot path does no database I/O in steady
+// state. See docs/billing.md for the design and its invariant.
+type Leaser struct {
+	store *Store
+	cfg   LeaseConfig
+
+	mu     sync.Mutex
+	leases map[int64]*localLease // by token ID
+	closed bool
+
+	takes atomic.Int64
+}
+
+// localLease is the replica's view of its lease on one token.
+type localLease struct {
+	mu        sync.Mutex
+	id        int64         // lease row; 0 when none or unbounded
+	available billing.Quota // leased and not reserved locally
+	unbounded bool
+	expiresAt time.Time
+}
+
+// Hold is one request's reservation against a lease. Settle or Release it
+// exactly once; a second call is ignored.
+type Hold struct {
+	lease    *localLease
+	leaseID  int64
+	amount   billing.Quota
+	finished atomic.Bool
+}
+
+// Charge tells the ledger how to account a usage row when it is written; the
+// usage writer carries it. The zero value means the quota was already
+// charged by Store.Settle (the direct reservation path).
+type Charge struct {
+	// Apply charges the row's quota when the row is inserted (once: the
+	// request ID is unique).
+	Apply bool `json:"apply,omitempty"`
+	// LeaseID is the lease the quota was reserved from; the row's quota is
+	// taken from it. 0, or a lease that is gone (returned or swept), means
+	// the quota is taken from the balances directly.
+	LeaseID int64 `json:"lease_id,omitempty"`
+}
+
+// ErrLeaserClosed is returned by Reserve after Close.
+var ErrLeaserClosed = errors.New("leaser closed")
+
+// NewLeaser returns a Leaser for one replica.
+func (s *Store) NewLeaser(cfg LeaseConfig) *Leaser {
+	if cfg.Chunk <= 0 {
+		cfg.Chunk = billing.QuotaPerUSD
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = time.Minute
+	}
+	return &Leaser{store: s, cfg: cfg, leases: map[int64]*localLease{}}
+}
+
+// Reserve holds estimate for a request of tokenID. It is served from the
+// replica's lease when it covers the estimate (no I/O); otherwise the Leaser
+// takes another chunk from the ledger, which fails with ErrInsufficientQuota
+// when the balances cannot cover the estimate.
+func (l *Leaser) Reserve(ctx context.Context, tokenID, userID int64, estimate billing.Quota) (*Hold, error) {
+	if estimate < 0 {
+		return nil, fmt.Errorf("lease reserve: negative estimate %d", estimate)
+	}
+	ll, err := l.local(tokenID)
+	if err != nil {
+		return nil, err
+	}
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	now := l.store.clock.Now()
+	if !ll.valid(now, l.renewAt()) || (!ll.unbounded && ll.available < estimate) {
+		if err := l.refill(ctx, ll, tokenID, userID, estimate, now); err != nil {
+			return nil, err
+		}
+	}
+	if !ll.unbounded {
+		ll.available -= estimate
+	}
+	return &Hold{lease: ll, leaseID: ll.id, amount: estimate}, nil
+}
+
+// renewAt is how long before expiry a lease is renewed on use; it leaves
+// room for clock skew between this replica and the sweeper.
+func (l *Leaser) renewAt() time.Duration { return l.cfg.TTL / 3 }
+
+func (ll *localLease) valid(now time.Time, margin time.Duration) bool {
+	return now.Before(ll.expiresAt.Add(-margin))
+}
+
+// refill takes quota into the lease so that it covers estimate, and renews
+// its expiry. A local lease past its expiry may have been swept, so its
+// local balance is dropped before taking a fresh one.
+func (l *Leaser) refill(ctx context.Context, ll *localLease, tokenID, userID int64, estimate billing.Quota, now time.Time) error {
+	if !now.Before(ll.expiresAt) {
+		ll.available = 0
+	}
+	want := max(estimate-ll.available, 0)
+	g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, int64(want), int64(l.cfg.Chunk), l.cfg.TTL)
+	if err != nil {
+		return err
+	}
+	l.takes.Add(1)
+	if g.replaced || g.id != ll.id {
+		ll.available = 0
+	}
+	ll.id, ll.unbounded, ll.expiresAt = g.id, g.unbounded, g.expiresAt
+	ll.available += billing.Quota(g.granted)
+	return nil
+}
+
+func (l *Leaser) local(tokenID int64) (*localLease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrLeaserClosed
+	}
+	ll, ok := l.leases[tokenID]
+	if !ok {
+		ll = &localLease{}
+		l.leases[tokenID] = ll
+	}
+	return ll, nil
+}
+
+// Settle finishes a hold with the actual amount (which may exceed the
+// estimate) and returns the Charge to put on the request's usage row; the
+// ledger charges the quota when that row is written. No I/O.
+func (l *Leaser) Settle(h *Hold, actual billing.Quota) Charge {
+	if h.finished.Swap(true) {
+		return Charge{Apply: true, LeaseID: h.leaseID}
+	}
+	l.giveBack(h, h.amount-actual)
+	return Charge{Apply: true, LeaseID: h.leaseID}
+}
+
+// Release finishes a hold without charge (refund before any charge). No I/O.
+func (l *Leaser) Release(h *Hold) {
+	if h.finished.Swap(true) {
+		return
+	}
+	l.giveBack(h, h.amount)
+}
+
+// giveBack returns an unused part of a hold to its lease, if that lease is
+// still the one the hold came from (a replaced lease was already returned to
+// the ledger in full).
+func (l *Leaser) giveBack(h *Hold, amount billing.Quota) {
+	ll := h.lease
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if !ll.unbounded && ll.id == h.leaseID {
+		ll.available += amount
+	}
+}
+
+// Takes reports how many times the Leaser went to the ledger (a metric: in
+// steady state it grows by one per chunk, not per request).
+func (l *Leaser) Takes() int64 { return l.takes.Load() }
+
+// Close returns every lease of this replica to the ledger. Drain the usage
+// writer first: rows written after their lease was returned are charged to
+// the balances directly, which is exact but may dip a balance below zero.
+func (l *Leaser) Close(ctx context.Context) error {
+	l.mu.Lock()
+	l.closed = true
+	leases := l.leases
+	l.leases = map[int64]*localLease{}
+	l.mu.Unlock()
+	var errs []error
+	for _, ll := range leases {
+		ll.mu.Lock()
+		id := ll.id
+		ll.id, ll.available = 0, 0
+		ll.mu.Unlock()
+		if id == 0 {
+			continue
+		}
+		if _, err := l.store.releaseLease(ctx, id, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,234 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+)
+
+func TestLeaseReservesLocally(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		clock := newFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		s := openStore(t, dsn, WithClock(clock))
+		a := newAccount(t, s, 1_000_000, 1_000_000, TokenLimits{})
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 10_000, TTL: time.Minute})
+
+		var rows []UsageRow
+		for i := range 100 {
+			h, err := l.Reserve(ctx, a.tokenID, a.userID, 100)
+			g.Expect(err).NotTo(HaveOccurred())
+			ch := l.Settle(h, 90)
+			g.Expect(l.Settle(h, 90)).To(Equal(ch), "a second settle is ignored")
+			rows = append(rows, UsageRow{RequestID: fmt.Sprint("l-", i), UserID: a.userID, TokenID: a.tokenID, Quota: 90, Charge: ch})
+		}
+		g.Expect(l.Takes()).To(BeNumerically("<=", 2), "one chunk serves many requests")
+		_, held, err := s.LeaseTotals(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(held).To(BeNumerically(">=", 9000))
+
+		n, err := s.InsertUsage(ctx, rows)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(100))
+		n, err = s.InsertUsage(ctx, rows) // replay: no duplicate, no second charge
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(BeZero())
+		g.Expect(tokenBalance(t, s, a.tokenID).Used).To(Equal(billing.Quota(9000)))
+
+		h, err := l.Reserve(ctx, a.tokenID, a.userID, 500)
+		g.Expect(err).NotTo(HaveOccurred())
+		l.Release(h)
+		g.Expect(l.Close(ctx)).To(Succeed())
+		_, err = l.Reserve(ctx, a.tokenID, a.userID, 1)
+		g.Expect(err).To(MatchError(ErrLeaserClosed))
+
+		count, held, err := s.LeaseTotals(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(count).To(BeZero())
+		g.Expect(held).To(BeZero())
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 1_000_000 - 9000, Used: 9000}))
+		g.Expect(tenantBalance(t, s, a.userID)).To(Equal(Balance{Remain: 1_000_000 - 9000, Used: 9000}))
+	})
+}
+
+func TestLeaseInsufficientAndUnbounded(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		a := newAccount(t, s, 250, 1_000_000, TokenLimits{})
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 10_000})
+		h1, err := l.Reserve(ctx, a.tokenID, a.userID, 200)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = l.Reserve(ctx, a.tokenID, a.userID, 100)
+		g.Expect(err).To(MatchError(ErrInsufficientQuota))
+		l.Release(h1)
+		_, err = l.Reserve(ctx, a.tokenID, a.userID, 250)
+		g.Expect(err).NotTo(HaveOccurred(), "a released hold is reusable locally")
+
+		// Both sides unlimited, no window cap: nothing to lease, rows charge used only.
+		b := newAccount(t, s, 0, 0, TokenLimits{Unlimited: true})
+		g.Expect(s.SetTenantUnlimited(ctx, b.userID, true)).To(Succeed())
+		h, err := l.Reserve(ctx, b.tokenID, b.userID, 1_000_000)
+		g.Expect(err).NotTo(HaveOccurred())
+		ch := l.Settle(h, 7)
+		g.Expect(ch).To(Equal(Charge{Apply: true}))
+		_, err = s.InsertUsage(ctx, []UsageRow{{RequestID: "u-1", UserID: b.userID, TokenID: b.tokenID, Quota: 7, Charge: ch}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tenantBalance(t, s, b.userID)).To(Equal(Balance{Used: 7, Unlimited: true}))
+		g.Expect(l.Close(ctx)).To(Succeed())
+	})
+}
+
+// TestLeaseInvariantAcrossReplicas runs several replicas (separate Store
+// instances on one database) that lease from one token and tenant while many
+// goroutines reserve and settle through them. One replica dies without
+// returning its lease; the sweeper returns it after expiry. In the end every
+// unit of the grant is either still in the balance or in used quota, used
+// quota equals the usage rows, no lease is left and no balance went negative.
+func TestLeaseInvariantAcrossReplicas(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		clock := newFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		const grant = 80_000 // less than the workers want: the balance runs out
+		const replicas = 3
+		stores := make([]*Store, replicas)
+		leasers := make([]*Leaser, replicas)
+		for i := range replicas {
+			stores[i] = openStore(t, dsn, WithClock(clock))
+			leasers[i] = stores[i].NewLeaser(LeaseConfig{ReplicaID: fmt.Sprint("gw-", i), Chunk: 5_000, TTL: time.Minute})
+		}
+		s := stores[0]
+		a := newAccount(t, s, grant, grant, TokenLimits{})
+
+		for _, l := range leasers { // every replica holds a lease from the start
+			h, err := l.Reserve(ctx, a.tokenID, a.userID, 1)
+			g.Expect(err).NotTo(HaveOccurred())
+			l.Release(h)
+		}
+
+		var (
+			negative atomic.Bool
+			stop     = make(chan struct{})
+			watcher  sync.WaitGroup
+		)
+		watcher.Go(func() { // balances must never go below zero
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				if tokenBalance(t, s, a.tokenID).Remain < 0 || tenantBalance(t, s, a.userID).Remain < 0 {
+					negative.Store(true)
+				}
+			}
+		})
+
+		var seq atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 24 {
+			wg.Go(func() {
+				r := w % replicas
+				var batch []UsageRow
+				for range 40 {
+					est := billing.Quota(100 + rand.IntN(400))
+					h, err := leasers[r].Reserve(ctx, a.tokenID, a.userID, est)
+					if err != nil {
+						if !isInsufficient(err) {
+							t.Errorf("reserve: %v", err)
+						}
+						continue
+					}
+					if rand.IntN(10) == 0 {
+						leasers[r].Release(h) // upstream failed before any charge
+						continue
+					}
+					actual := billing.Quota(rand.Int64N(int64(est) + 1))
+					batch = append(batch, UsageRow{RequestID: fmt.Sprint("inv-", seq.Add(1)), UserID: a.userID, TokenID: a.tokenID,
+						Quota: actual, Charge: leasers[r].Settle(h, actual)})
+					if len(batch) == 10 {
+						if _, err := stores[r].InsertUsage(ctx, batch); err != nil {
+							t.Errorf("usage: %v", err)
+						}
+						batch = nil
+					}
+				}
+				if _, err := stores[r].InsertUsage(ctx, batch); err != nil {
+					t.Errorf("usage: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		close(stop)
+		watcher.Wait()
+
+		// Replica 2 dies: no Close. Its lease expires and is swept.
+		count, _, err := s.LeaseTotals(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(count).To(Equal(replicas))
+		g.Expect(leasers[0].Close(ctx)).To(Succeed())
+		g.Expect(leasers[1].Close(ctx)).To(Succeed())
+		n, err := s.SweepExpiredLeases(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(BeZero(), "the dead replica's lease has not expired yet")
+		clock.Step(61 * time.Second)
+		n, err = s.SweepExpiredLeases(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(1))
+
+		count, held, err := s.LeaseTotals(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(count).To(BeZero())
+		g.Expect(held).To(BeZero())
+		tok := tokenBalance(t, s, a.tokenID)
+		ten := tenantBalance(t, s, a.userID)
+		g.Expect(negative.Load()).To(BeFalse())
+		g.Expect(int64(tok.Remain + tok.Used)).To(Equal(int64(grant)))
+		g.Expect(int64(ten.Remain + ten.Used)).To(Equal(int64(grant)))
+		g.Expect(usageSum(t, s, a.tokenID)).To(Equal(int64(tok.Used)))
+		g.Expect(tok.Used).To(BeNumerically(">", 0))
+		t.Logf("used %d of %d through %d takes", tok.Used, grant, leasers[0].Takes()+leasers[1].Takes()+leasers[2].Takes())
+	})
+}
+
+func TestLeaseNeverOutlivesWindow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		clock := newFakeClock(time.Date(2026, 3, 1, 23, 59, 30, 0, time.UTC))
+		s := openStore(t, dsn, WithClock(clock))
+		a := newAccount(t, s, 100_000, 100_000, TokenLimits{DailyLimit: 1000})
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 10_000, TTL: time.Hour})
+		h, err := l.Reserve(ctx, a.tokenID, a.userID, 100)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tokenBalance(t, s, a.tokenID).DailyUsed).To(BeNumerically("<=", 1000), "the lease counts in the daily window")
+		row := UsageRow{RequestID: "w-1", UserID: a.userID, TokenID: a.tokenID, Quota: 100, Charge: l.Settle(h, 100)}
+
+		clock.Step(time.Minute) // the day (and the lease) ended
+		n, err := s.SweepExpiredLeases(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(1))
+		// The row arrives after its lease was swept: charged directly, exactly once.
+		_, err = s.InsertUsage(ctx, []UsageRow{row, row})
+		g.Expect(err).NotTo(HaveOccurred())
+		tok := tokenBalance(t, s, a.tokenID)
+		g.Expect(tok.Balance).To(Equal(Balance{Remain: 100_000 - 100, Used: 100}))
+		g.Expect(tok.DailyUsed).To(BeZero())
+		h, err = l.Reserve(ctx, a.tokenID, a.userID, 1000)
+		g.Expect(err).NotTo(HaveOccurred(), "a fresh lease in the new day")
+		l.Release(h)
+		g.Expect(l.Close(ctx)).To(Succeed())
+		g.Expect(tokenBalance(t, s, a.tokenID).DailyUsed).To(BeZero())
+	})
+}

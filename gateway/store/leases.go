@@ -1,0 +1,283 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// leaseGrant is what takeLease moved from the balances into a lease row.
+type leaseGrant struct {
+	id        int64 // lease row; 0 when unbounded
+	replaced  bool  // a previous lease row of the same replica and token was returned
+	granted   int64
+	unbounded bool // token and tenant unlimited and no window cap: nothing to lease
+	expiresAt time.Time
+}
+
+// leaseRow is a lease as read inside a transaction.
+type leaseRow struct {
+	id, tokenID, userID      int64
+	remaining                int64
+	debit                    sides
+	dailyStart, monthlyStart int64
+	expiresAt                int64
+}
+
+const leaseCols = `lease_id, token_id, user_id, remaining, debit_token, debit_tenant, daily_start, monthly_start, expires_at`
+
+func (l *leaseRow) dest() []any {
+	return []any{&l.id, &l.tokenID, &l.userID, &l.remaining, &l.debit.token, &l.debit.tenant, &l.dailyStart, &l.monthlyStart, &l.expiresAt}
+}
+
+// takeLease moves at least want (and, when the balance allows, up to chunk
+// or a quarter of what is left, whichever is less) from the token, its window
+// caps and its tenant into the replica's lease row for the token, and extends
+// the lease's expiry. want may be 0 to renew. The move is one transaction
+// under the token and tenant row locks, so the leases of all replicas together
+// never exceed the balance.
+func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, want, chunk int64, ttl time.Duration) (leaseGrant, error) {
+	var g leaseGrant
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.clock.Now()
+		t, err := s.lockToken(ctx, tx, tokenID)
+		if err != nil {
+			return err
+		}
+		if t.userID != userID {
+			return fmt.Errorf("token %d belongs to user %d, not %d: %w", tokenID, t.userID, userID, ErrConflict)
+		}
+		tenRemain, tenUnlimited, err := s.lockTenant(ctx, tx, userID)
+		if err != nil {
+			return err
+		}
+		d := sides{token: !t.unlimited, tenant: !tenUnlimited}
+		windowed := t.windowBudget() >= 0
+		g.unbounded = !d.token && !d.tenant && !windowed
+
+		old, found, err := s.lockReplicaLease(ctx, tx, replica, tokenID)
+		if err != nil {
+			return err
+		}
+		keep := found && !g.unbounded && old.expiresAt > now.Unix() && old.debit == d &&
+			old.dailyStart == t.dailyStart && old.monthlyStart == t.monthlyStart
+		var tenDelta int64
+		if found && !keep {
+			tenDelta = unlease(&t, old)
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM leases WHERE lease_id = ?`), old.id); err != nil {
+				return fmt.Errorf("return old lease: %w", err)
+			}
+			g.replaced = true
+		}
+		if !g.unbounded {
+			take, err := leaseSize(t, d, tenRemain+tenDelta, want, chunk)
+			if err != nil {
+				return err
+			}
+			t.hold(d, take, now.Unix())
+			if d.tenant {
+				tenDelta -= take
+			}
+			g.granted = take
+		}
+		if err := s.writeToken(ctx, tx, tokenID, t); err != nil {
+			return err
+		}
+		if err := s.addTenant(ctx, tx, userID, tenDelta, 0); err != nil {
+			return err
+		}
+		if g.unbounded {
+			g.expiresAt = now.Add(ttl)
+			return nil
+		}
+		g.expiresAt = leaseExpiry(now, ttl, t)
+		g.id, err = s.storeLease(ctx, tx, replica, tokenID, userID, t, d, g.granted, g.expiresAt, keep, old.id)
+		return err
+	})
+	if err != nil {
+		return leaseGrant{}, fmt.Errorf("take lease on token %d for %s: %w", tokenID, replica, err)
+	}
+	return g, nil
+}
+
+// leaseSize decides how much to move into a lease: at least want, and up to
+// min(chunk, budget/4) so that a low balance is not stranded in one replica.
+func leaseSize(t tokenRow, d sides, tenRemain, want, chunk int64) (int64, error) {
+	budget := int64(-1) // -1: no bound
+	bound := func(v int64) {
+		if budget < 0 || v < budget {
+			budget = max(v, 0)
+		}
+	}
+	if d.token {
+		bound(t.remain)
+	}
+	if d.tenant {
+		bound(tenRemain)
+	}
+	if wb := t.windowBudget(); wb >= 0 {
+		bound(wb)
+	}
+	if budget < want {
+		return 0, fmt.Errorf("balance allows %d, lease needs %d: %w", budget, want, ErrInsufficientQuota)
+	}
+	return min(max(want, min(chunk, budget/4)), budget), nil
+}
+
+// leaseExpiry is now+ttl, cut at the end of the token's capped window: a
+// lease is counted in one window and must not outlive it.
+func leaseExpiry(now time.Time, ttl time.Duration, t tokenRow) time.Time {
+	exp := now.Add(ttl)
+	if end := t.windowEnd(); !end.IsZero() && end.Before(exp) {
+		exp = end
+	}
+	return exp
+}
+
+func (s *Store) lockReplicaLease(ctx context.Context, tx *sql.Tx, replica string, tokenID int64) (leaseRow, bool, error) {
+	var l leaseRow
+	err := tx.QueryRowContext(ctx, s.q(`SELECT `+leaseCols+` FROM leases WHERE replica_id = ? AND token_id = ?`+s.forUpdate()),
+		replica, tokenID).Scan(l.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, false, nil
+	}
+	if err != nil {
+		return l, false, fmt.Errorf("lock lease: %w", err)
+	}
+	return l, true, nil
+}
+
+func (s *Store) storeLease(ctx context.Context, tx *sql.Tx, replica string, tokenID, userID int64, t tokenRow, d sides,
+	take int64, exp time.Time, keep bool, oldID int64) (int64, error) {
+	if keep {
+		_, err := tx.ExecContext(ctx, s.q(`UPDATE leases SET remaining = remaining + ?, expires_at = ? WHERE lease_id = ?`),
+			take, exp.Unix(), oldID)
+		if err != nil {
+			return 0, fmt.Errorf("extend lease: %w", err)
+		}
+		return oldID, nil
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, s.q(`
+		INSERT INTO leases (replica_id, token_id, user_id, remaining, debit_token, debit_tenant, daily_start, monthly_start, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING lease_id`),
+		replica, tokenID, userID, take, d.token, d.tenant, t.dailyStart, t.monthlyStart, exp.Unix()).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("insert lease: %w", err)
+	}
+	return id, nil
+}
+
+// unlease returns a lease's remaining quota to the token row in memory and
+// returns the amount to add to the tenant's remain.
+func unlease(t *tokenRow, l leaseRow) (tenantDelta int64) {
+	if l.debit.token {
+		t.remain += l.remaining
+	}
+	if t.dailyStart == l.dailyStart {
+		t.dailyUsed -= l.remaining
+	}
+	if t.monthlyStart == l.monthlyStart {
+		t.monthlyUsed -= l.remaining
+	}
+	if l.debit.tenant {
+		return l.remaining
+	}
+	return 0
+}
+
+// releaseLease returns what is left of a lease to the balances and deletes
+// it. With onlyExpired it does nothing to a lease that was renewed meanwhile.
+// A lease that is already gone is not an error.
+func (s *Store) releaseLease(ctx context.Context, leaseID int64, onlyExpired bool) (released bool, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var tokenID, userID int64
+		err := tx.QueryRowContext(ctx, s.q(`SELECT token_id, user_id FROM leases WHERE lease_id = ?`), leaseID).Scan(&tokenID, &userID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read lease: %w", err)
+		}
+		t, err := s.lockToken(ctx, tx, tokenID) // lock order: token, tenant, lease
+		if err != nil {
+			return err
+		}
+		if _, _, err := s.lockTenant(ctx, tx, userID); err != nil {
+			return err
+		}
+		var l leaseRow
+		err = tx.QueryRowContext(ctx, s.q(`SELECT `+leaseCols+` FROM leases WHERE lease_id = ?`+s.forUpdate()), leaseID).Scan(l.dest()...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock lease: %w", err)
+		}
+		if onlyExpired && l.expiresAt > s.now() {
+			return nil
+		}
+		tenDelta := unlease(&t, l)
+		if err := s.writeToken(ctx, tx, tokenID, t); err != nil {
+			return err
+		}
+		if err := s.addTenant(ctx, tx, userID, tenDelta, 0); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM leases WHERE lease_id = ?`), leaseID); err != nil {
+			return fmt.Errorf("delete lease: %w", err)
+		}
+		released = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("release lease %d: %w", leaseID, err)
+	}
+	return released, nil
+}
+
+// SweepExpiredLeases returns the quota of every expired lease (a replica
+// that died or lost the database) to its token and tenant and reports how
+// many leases it released. Run it periodically from any replica or the
+// manager; concurrent sweeps are safe.
+func (s *Store) SweepExpiredLeases(ctx context.Context) (int, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT lease_id FROM leases WHERE expires_at <= ? ORDER BY lease_id`), s.now())
+	if err != nil {
+		return 0, fmt.Errorf("sweep leases: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return 0, fmt.Errorf("sweep leases: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("sweep leases: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		ok, err := s.releaseLease(ctx, id, true)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// LeaseTotals reports the number of outstanding leases on a token and the
+// quota they hold (for status mirroring, metrics and tests).
+func (s *Store) LeaseTotals(ctx context.Context, tokenID int64) (count int, held int64, err error) {
+	err = s.rdb.QueryRowContext(ctx, s.q(`SELECT COUNT(*), COALESCE(SUM(remaining), 0) FROM leases WHERE token_id = ?`), tokenID).Scan(&count, &held)
+	if err != nil {
+		return 0, 0, fmt.Errorf("lease totals of token %d: %w", tokenID, err)
+	}
+	return count, held, nil
+}

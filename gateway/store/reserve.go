@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+)
+
+// Reservation states.
+const (
+	stateReserved = "reserved"
+	stateSettled  = "settled"
+	stateRefunded = "refunded"
+)
+
+// sides says which balances an amount was taken from. An unlimited token or
+// tenant is not debited (its remain stays meaningful if the flag is removed
+// later) but its used quota still counts.
+type sides struct{ token, tenant bool }
+
+// admit checks that the token, its window caps and its tenant can all cover
+// amount, and returns the balances to debit. Unlimited owners skip their own
+// check; window caps apply regardless.
+func admit(t tokenRow, tenantRemain int64, tenantUnlimited bool, amount int64) (sides, error) {
+	d := sides{token: !t.unlimited, tenant: !tenantUnlimited}
+	switch {
+	case d.token && t.remain < amount:
+		return d, fmt.Errorf("token has %d, needs %d: %w", t.remain, amount, ErrInsufficientQuota)
+	case t.windowBudget() >= 0 && t.windowBudget() < amount:
+		return d, fmt.Errorf("token window allows %d, needs %d: %w", t.windowBudget(), amount, ErrInsufficientQuota)
+	case d.tenant && tenantRemain < amount:
+		return d, fmt.Errorf("tenant has %d, needs %d: %w", tenantRemain, amount, ErrInsufficientQuota)
+	}
+	return d, nil
+}
+
+// hold takes amount out of the token row (remain and windows) in memory.
+func (t *tokenRow) hold(d sides, amount, now int64) {
+	if d.token {
+		t.remain -= amount
+	}
+	t.dailyUsed += amount
+	t.monthlyUsed += amount
+	t.accessed = now
+}
+
+// Reserve pre-consumes estimate for a request before the upstream call. The
+// token, its daily and monthly windows and its tenant are checked and debited
+// in one transaction; if any cannot cover the estimate nothing changes and the
+// error wraps ErrInsufficientQuota. Reserve is idempotent by requestID: a
+// repeat of an open or settled reservation returns nil without charging.
+func (s *Store) Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) error {
+	if estimate < 0 {
+		return fmt.Errorf("reserve %s: negative estimate %d", requestID, estimate)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		// Claim the request ID first: a concurrent duplicate blocks here on
+		// the unique key and then sees the row, so it cannot charge twice.
+		res, err := tx.ExecContext(ctx, s.q(`
+			INSERT INTO reservations (request_id, token_id, user_id, amount, state, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`),
+			requestID, tokenID, userID, int64(estimate), stateReserved, now, now)
+		if err != nil {
+			return fmt.Errorf("claim request: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return s.repeatReserve(ctx, tx, requestID)
+		}
+		t, err := s.lockToken(ctx, tx, tokenID)
+		if err != nil {
+			return err
+		}
+		if t.userID != userID {
+			return fmt.Errorf("token %d belongs to user %d, not %d: %w", tokenID, t.userID, userID, ErrConflict)
+		}
+		tenantRemain, tenantUnlimited, err := s.lockTenant(ctx, tx, userID)
+		if err != nil {
+			return err
+		}
+		d, err := admit(t, tenantRemain, tenantUnlimited, int64(estimate))
+		if err != nil {
+			return err
+		}
+		t.hold(d, int64(estimate), now)
+		if err := s.writeToken(ctx, tx, tokenID, t); err != nil {
+			return err
+		}
+		if d.tenant {
+			if err := s.addTenant(ctx, tx, userID, -int64(estimate), 0); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, s.q(`
+			UPDATE reservations SET debit_token = ?, debit_tenant = ?, daily_start = ?, monthly_start = ?
+			WHERE request_id = ?`), d.token, d.tenant, t.dailyStart, t.monthlyStart, requestID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reserve %s: %w", requestID, err)
+	}
+	return nil
+}
+
+func (s *Store) repeatReserve(ctx context.Context, tx *sql.Tx, requestID string) error {
+	var state string
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT state FROM reservations WHERE request_id = ?`), requestID).Scan(&state); err != nil {
+		return fmt.Errorf("read existing reservation: %w", err)
+	}
+	if state == stateRefunded {
+		return fmt.Errorf("request was refunded: %w", ErrReservationClosed)
+	}
+	return nil
+}
+
+// reservationRow is a reservation as read inside a quota transaction.
+type reservationRow struct {
+	tokenID, userID          int64
+	amount                   int64
+	state                    string
+	debit                    sides
+	dailyStart, monthlyStart int64
+}
+
+func (s *Store) lockReservation(ctx context.Context, tx *sql.Tx, requestID string) (reservationRow, error) {
+	var r reservationRow
+	err := tx.QueryRowContext(ctx, s.q(`
+		SELECT token_id, user_id, amount, state, debit_token, debit_tenant, daily_start, monthly_start
+		FROM reservations WHERE request_id = ?`+s.forUpdate()), requestID).
+		Scan(&r.tokenID, &r.userID, &r.amount, &r.state, &r.debit.token, &r.debit.tenant, &r.dailyStart, &r.monthlyStart)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("reservation: %w", ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("lock reservation: %w", err)
+	}
+	return r, nil
+}
+
+// Settle charges the actual amount of a reserved request: the difference to
+// the estimate is taken from (or returned to) the same balances, the actual
+// amount is added to used quota, and the token's windows are corrected when
+// they are still the ones the reservation counted in. Actual may exceed the
+// estimate, so a balance can dip below zero by that one difference. Settle is
+// idempotent: settling again returns nil and charges nothing.
+func (s *Store) Settle(ctx context.Context, requestID string, actual billing.Quota) error {
+	if actual < 0 {
+		return fmt.Errorf("settle %s: negative amount %d", requestID, actual)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := s.lockReservation(ctx, tx, requestID)
+		if err != nil {
+			return err
+		}
+		switch r.state {
+		case stateSettled:
+			return nil
+		case stateRefunded:
+			return fmt.Errorf("request was refunded: %w", ErrReservationClosed)
+		}
+		return s.closeReservation(ctx, tx, requestID, r, int64(actual), stateSettled)
+	})
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", requestID, err)
+	}
+	return nil
+}
+
+// Refund returns the whole estimate of a reserved request (a failure before
+// any charge). Refunding again returns nil; refunding a settled request gives
+// ErrReservationClosed.
+func (s *Store) Refund(ctx context.Context, requestID string) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := s.lockReservation(ctx, tx, requestID)
+		if err != nil {
+			return err
+		}
+		switch r.state {
+		case stateRefunded:
+			return nil
+		case stateSettled:
+			return fmt.Errorf("request was settled: %w", ErrReservationClosed)
+		}
+		return s.closeReservation(ctx, tx, requestID, r, 0, stateRefunded)
+	})
+	if err != nil {
+		return fmt.Errorf("refund %s: %w", requestID, err)
+	}
+	return nil
+}
+
+// closeReservation moves an open reservation to its final amount and state.
+func (s *Store) closeReservation(ctx context.Context, tx *sql.Tx, requestID string, r reservationRow, final int64, state string) error {
+	diff := final - r.amount
+	var tokRemain, tenRemain int64
+	if r.debit.token {
+		tokRemain = -diff
+	}
+	if r.debit.tenant {
+		tenRemain = -diff
+	}
+	if err := s.shiftToken(ctx, tx, r.tokenID, tokRemain, final, diff, r.dailyStart, r.monthlyStart); err != nil {
+		return err
+	}
+	if err := s.addTenant(ctx, tx, r.userID, tenRemain, final); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE reservations SET amount = ?, state = ?, updated_at = ? WHERE request_id = ?`),
+		final, state, s.now(), requestID)
+	if err != nil {
+		return fmt.Errorf("close reservation: %w", err)
+	}
+	return nil
+}
+
+// shiftToken adds dRemain and dUsed to a token and dWindow to its daily and
+// monthly counters, each only while the stored window is still the one given
+// (quota counted in a window that has rolled over is not touched).
+func (s *Store) shiftToken(ctx context.Context, tx *sql.Tx, tokenID, dRemain, dUsed, dWindow, dailyStart, monthlyStart int64) error {
+	_, err := tx.ExecContext(ctx, s.q(`
+		UPDATE tokens SET remain_quota = remain_quota + ?, used_quota = used_quota + ?,
+			daily_used = daily_used + CASE WHEN daily_start = ? THEN ? ELSE 0 END,
+			monthly_used = monthly_used + CASE WHEN monthly_start = ? THEN ? ELSE 0 END
+		WHERE token_id = ?`),
+		dRemain, dUsed, dailyStart, dWindow, monthlyStart, dWindow, tokenID)
+	if err != nil {
+		return fmt.Errorf("update token %d: %w", tokenID, err)
+	}
+	return nil
+}

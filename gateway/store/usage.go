@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+)
+
+// Billing phases of a usage row (contract: billing_phase).
+const (
+	PhasePreConsumed = "pre_consumed"
+	PhaseSettled     = "settled"
+	PhaseUnknown     = "unknown"
+)
+
+// UsageRow is one billable request as the gateway records it. JSON tags
+// define the usage writer's spool format; keep them stable.
+type UsageRow struct {
+	RequestID           string        `json:"request_id"`
+	CreatedAt           int64         `json:"created_at"` // Unix seconds; 0 = now
+	UserID              int64         `json:"user_id"`
+	TokenID             int64         `json:"token_id"`
+	TokenName           string        `json:"token_name"`
+	ModelName           string        `json:"model_name"`
+	TaskID              string        `json:"task_id,omitempty"`
+	PromptTokens        int64         `json:"prompt_tokens"`
+	CompletionTokens    int64         `json:"completion_tokens"`
+	CacheTokens         *int64        `json:"cache_tokens,omitempty"`
+	CacheCreationTokens *int64        `json:"cache_creation_tokens,omitempty"`
+	ReportedTotalTokens *int64        `json:"reported_total_tokens,omitempty"`
+	BillingPhase        string        `json:"billing_phase"`
+	Quota               billing.Quota `json:"quota"`
+	// Backend is the upstream that served the request. Stored for
+	// operators; never returned by the usage queries.
+	Backend string `json:"backend,omitempty"`
+	// Charge says whether inserting the row charges its quota (lease path).
+	Charge Charge `json:"charge"`
+}
+
+const usageInsertCols = `request_id, created_at, user_id, token_id, token_name, model_name, task_id, prompt_tokens,
+	completion_tokens, cache_tokens, cache_creation_tokens, reported_total_tokens, total_tokens, billing_phase, quota, backend`
+
+const usageColCount = 16
+
+// usageChunk bounds the rows of one INSERT statement: 16 × 1000 parameters
+// stay under both PostgreSQL's 65535 and SQLite's 32766 limits.
+const usageChunk = 1000
+
+// InsertUsage writes rows in one transaction and returns how many were new.
+// A row whose request ID is already present is skipped, so replaying a batch
+// never duplicates a row nor charges twice. For new rows with Charge.Apply,
+// the quota is charged in the same transaction: taken from the row's lease
+// while it exists, else from the token's and tenant's balances.
+func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	inserted := 0
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		inserted = 0
+		var charged []UsageRow
+		for chunk := range slices.Chunk(rows, usageChunk) {
+			fresh, err := s.insertUsageChunk(ctx, tx, chunk)
+			if err != nil {
+				return err
+			}
+			inserted += len(fresh)
+			for _, r := range chunk {
+				// delete: a request ID repeated inside one batch is inserted,
+				// and so charged, once.
+				if fresh[r.RequestID] && r.Charge.Apply {
+					charged = append(charged, r)
+				}
+				delete(fresh, r.RequestID)
+			}
+		}
+		return s.applyCharges(ctx, tx, charged)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("insert %d usage rows: %w", len(rows), err)
+	}
+	return inserted, nil
+}
+
+func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRow) (map[string]bool, error) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO usage_logs (` + usageInsertCols + `) VALUES `)
+	args := make([]any, 0, len(rows)*usageColCount)
+	now := s.now()
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+		created := r.CreatedAt
+		if created == 0 {
+			created = now
+		}
+		phase := r.BillingPhase
+		if phase == "" {
+			phase = PhaseSettled
+		}
+		args = append(args, r.RequestID, created, r.UserID, r.TokenID, r.TokenName, r.ModelName, r.TaskID,
+			r.PromptTokens, r.CompletionTokens, r.CacheTokens, r.CacheCreationTokens, r.ReportedTotalTokens,
+			r.PromptTokens+r.CompletionTokens, phase, int64(r.Quota), r.Backend)
+	}
+	b.WriteString(` ON CONFLICT (request_id) DO NOTHING RETURNING request_id`)
+	res, err := tx.QueryContext(ctx, s.q(b.String()), args...)
+	if err != nil {
+		return nil, fmt.Errorf("insert usage: %w", err)
+	}
+	defer res.Close()
+	fresh := make(map[string]bool, len(rows))
+	for res.Next() {
+		var id string
+		if err := res.Scan(&id); err != nil {
+			return nil, fmt.Errorf("insert usage: %w", err)
+		}
+		fresh[id] = true
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("insert usage: %w", err)
+	}
+	return fresh, nil
+}
+
+// chargeKey groups charged rows by where their quota comes from.
+type chargeKey struct{ leaseID, tokenID, userID int64 }
+
+// applyCharges accounts the quota of newly inserted lease-path rows. Row
+// locks are taken tokens → tenants → leases, each in ID order, the same
+// order as every other quota transaction.
+func (s *Store) applyCharges(ctx context.Context, tx *sql.Tx, rows []UsageRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	sums := map[chargeKey]int64{}
+	var tokenIDs, userIDs []int64
+	for _, r := range rows {
+		sums[chargeKey{r.Charge.LeaseID, r.TokenID, r.UserID}] += int64(r.Quota)
+		tokenIDs = append(tokenIDs, r.TokenID)
+		userIDs = append(userIDs, r.UserID)
+	}
+	tokenUnlimited, err := s.lockFlags(ctx, tx, "tokens", "token_id", tokenIDs)
+	if err != nil {
+		return err
+	}
+	tenantUnlimited, err := s.lockFlags(ctx, tx, "tenants", "user_id", userIDs)
+	if err != nil {
+		return err
+	}
+	keys := make([]chargeKey, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b chargeKey) int { return int(a.leaseID - b.leaseID) })
+	tokRemain, tokUsed := map[int64]int64{}, map[int64]int64{}
+	tenRemain, tenUsed := map[int64]int64{}, map[int64]int64{}
+	for _, k := range keys {
+		q := sums[k]
+		fromLease, err := s.drawLease(ctx, tx, k, q)
+		if err != nil {
+			return err
+		}
+		tokUsed[k.tokenID] += q
+		tenUsed[k.userID] += q
+		if fromLease {
+			continue
+		}
+		// No lease (unbounded path, or the lease was returned or swept
+		// before the row arrived): charge the balances directly.
+		if !tokenUnlimited[k.tokenID] {
+			tokRemain[k.tokenID] -= q
+		}
+		if !tenantUnlimited[k.userID] {
+			tenRemain[k.userID] -= q
+		}
+	}
+	return s.addBalances(ctx, tx, tokRemain, tokUsed, tenRemain, tenUsed)
+}
+
+// drawLease takes q from the lease of k, if it still exists.
+func (s *Store) drawLease(ctx context.Context, tx *sql.Tx, k chargeKey, q int64) (bool, error) {
+	if k.leaseID == 0 {
+		return false, nil
+	}
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE leases SET remaining = remaining - ? WHERE lease_id = ? AND token_id = ?`), q, k.leaseID, k.tokenID)
+	if err != nil {
+		return false, fmt.Errorf("charge lease %d: %w", k.leaseID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// lockFlags locks the rows of table with the given IDs (in ID order) and
+// returns their unlimited flags. Missing rows are absent from the map.
+func (s *Store) lockFlags(ctx context.Context, tx *sql.Tx, table, idCol string, ids []int64) (map[int64]bool, error) {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT `+idCol+`, unlimited FROM `+table+` WHERE `+idCol+` IN (`+marks+`) ORDER BY `+idCol+s.forUpdate()), args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", table, err)
+	}
+	defer rows.Close()
+	flags := make(map[int64]bool, len(ids))
+	for rows.Next() {
+		var id int64
+		var unlimited bool
+		if err := rows.Scan(&id, &unlimited); err != nil {
+			return nil, fmt.Errorf("lock %s: %w", table, err)
+		}
+		flags[id] = unlimited
+	}
+	return flags, rows.Err()
+}
+
+func (s *Store) addBalances(ctx context.Context, tx *sql.Tx, tokRemain, tokUsed, tenRemain, tenUsed map[int64]int64) error {
+	for _, id := range sortedKeys(tokUsed) {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE tokens SET remain_quota = remain_quota + ?, used_quota = used_quota + ? WHERE token_id = ?`),
+			tokRemain[id], tokUsed[id], id); err != nil {
+			return fmt.Errorf("charge token %d: %w", id, err)
+		}
+	}
+	for _, id := range sortedKeys(tenUsed) {
+		if err := s.addTenant(ctx, tx, id, tenRemain[id], tenUsed[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[int64]int64) []int64 {
+	keys := make([]int64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

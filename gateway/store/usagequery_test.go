@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+)
+
+func usageRows(userID, tokenID int64, prefix string, from int64, n int) []UsageRow {
+	rows := make([]UsageRow, n)
+	for i := range rows {
+		cache := int64(i)
+		rows[i] = UsageRow{
+			RequestID: fmt.Sprintf("%s-%d", prefix, i), CreatedAt: from + int64(i/3), // three rows share each second
+			UserID: userID, TokenID: tokenID, TokenName: "key", ModelName: "model-x",
+			PromptTokens: 10, CompletionTokens: 5, CacheTokens: &cache, BillingPhase: PhaseSettled,
+			Quota: billing.Quota(100 + i), Backend: "upstream-secret",
+		}
+	}
+	return rows
+}
+
+func TestListUsagePagination(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		a := newAccount(t, s, 0, 0, TokenLimits{})
+		const start = 1_780_000_000
+		_, err := s.InsertUsage(ctx, usageRows(a.userID, a.tokenID, "old", start, 95))
+		g.Expect(err).NotTo(HaveOccurred())
+		other := newAccount(t, s, 0, 0, TokenLimits{})
+		_, err = s.InsertUsage(ctx, usageRows(other.userID, other.tokenID, "other", start, 10))
+		g.Expect(err).NotTo(HaveOccurred())
+
+		q := UsageQuery{UserID: a.userID, Start: start, End: start + 86400, PageSize: 20}
+		seen := map[int64]bool{}
+		var prev *UsageRecord
+		pages := 0
+		for {
+			p, err := s.ListUsage(ctx, q)
+			g.Expect(err).NotTo(HaveOccurred())
+			pages++
+			for i := range p.Rows {
+				r := p.Rows[i]
+				g.Expect(seen[r.LogID]).To(BeFalse(), "row %d seen twice", r.LogID)
+				seen[r.LogID] = true
+				if prev != nil {
+					g.Expect(r.CreatedAt < prev.CreatedAt || (r.CreatedAt == prev.CreatedAt && r.LogID < prev.LogID)).To(BeTrue(), "newest first")
+				}
+				prev = &r
+			}
+			if pages == 1 {
+				g.Expect(p.Rows[0].TotalTokens).To(Equal(int64(15)))
+				g.Expect(p.Rows[0].CacheTokens).NotTo(BeNil())
+				g.Expect(p.Rows[0].ReportedTotalTokens).To(BeNil())
+				// Rows arrive while the client pages; older rows are unaffected.
+				_, err := s.InsertUsage(ctx, usageRows(a.userID, a.tokenID, "new", start+40, 9))
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			if !p.HasMore {
+				g.Expect(p.NextCursor).To(BeEmpty())
+				break
+			}
+			g.Expect(p.Rows).To(HaveLen(20))
+			q.Cursor = p.NextCursor
+		}
+		g.Expect(pages).To(Equal(5))
+		g.Expect(seen).To(HaveLen(95), "every older row exactly once")
+
+		// A cursor only works for the query that produced it.
+		first, err := s.ListUsage(ctx, UsageQuery{UserID: a.userID, Start: start, End: start + 86400, PageSize: 10})
+		g.Expect(err).NotTo(HaveOccurred())
+		c := first.NextCursor
+		for _, bad := range []UsageQuery{
+			{UserID: a.userID, Start: start, End: start + 86401, Cursor: c},
+			{UserID: a.userID, Start: start + 1, End: start + 86400, Cursor: c},
+			{UserID: a.userID, Start: start, End: start + 86400, TokenID: a.tokenID, Cursor: c},
+			{UserID: other.userID, Start: start, End: start + 86400, Cursor: c},
+			{UserID: a.userID, Start: start, End: start + 86400, Cursor: c[:len(c)-2] + "AA"},
+			{UserID: a.userID, Start: start, End: start + 86400, Cursor: "!!"},
+		} {
+			_, err := s.ListUsage(ctx, bad)
+			g.Expect(err).To(MatchError(ErrInvalidCursor), "%+v", bad)
+			g.Expect(err).To(MatchError(ErrInvalidQuery))
+		}
+		_, err = s.SummarizeUsage(ctx, UsageQuery{UserID: a.userID, Start: start, End: start + 86400, Cursor: c})
+		g.Expect(err).To(MatchError(ErrInvalidCursor), "a requests cursor on the summary endpoint")
+		next, err := s.ListUsage(ctx, UsageQuery{UserID: a.userID, Start: start, End: start + 86400, PageSize: 30, Cursor: c})
+		g.Expect(err).NotTo(HaveOccurred(), "page size may change between pages")
+		g.Expect(next.Rows).To(HaveLen(30))
+
+		// Token filter.
+		p, err := s.ListUsage(ctx, UsageQuery{UserID: other.userID, Start: start, End: start + 86400, TokenID: other.tokenID})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.Rows).To(HaveLen(10))
+		g.Expect(p.PageSize).To(Equal(DefaultPageSize))
+	})
+}
+
+func TestUsageQueryValidation(t *testing.T) {
+	g := NewWithT(t)
+	s := openStore(t, "sqlite://:memory:")
+	ctx := context.Background()
+	for _, q := range []UsageQuery{
+		{Start: 10, End: 10},
+		{Start: 10, End: 5},
+		{Start: 0, End: 31*86400 + 1},
+		{Start: 0, End: 10, PageSize: 101},
+		{Start: 0, End: 10, PageSize: -1},
+	} {
+		_, err := s.ListUsage(ctx, q)
+		g.Expect(err).To(MatchError(ErrInvalidQuery), "%+v", q)
+		_, err = s.SummarizeUsage(ctx, q)
+		g.Expect(err).To(MatchError(ErrInvalidQuery), "%+v", q)
+	}
+	_, err := s.ListUsage(ctx, UsageQuery{Start: 0, End: 31 * 86400, PageSize: 100})
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+func TestSummarizeUsage(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		a := newAccount(t, s, 0, 0, TokenLimits{})
+		const start = 1_780_000_000
+		tokens := []int64{a.tokenID}
+		for i := range 4 {
+			id, err := s.EnsureToken(ctx, TokenSpec{UID: fmt.Sprint("sum-tok-", i), UserID: a.userID, Name: "k"})
+			g.Expect(err).NotTo(HaveOccurred())
+			tokens = append(tokens, id)
+		}
+		for i, tok := range tokens {
+			_, err := s.InsertUsage(ctx, usageRows(a.userID, tok, fmt.Sprint("sum-", i), start, i+1))
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		// Outside the window: ignored.
+		_, err := s.InsertUsage(ctx, usageRows(a.userID, a.tokenID, "late", start+86400, 3))
+		g.Expect(err).NotTo(HaveOccurred())
+
+		q := UsageQuery{UserID: a.userID, Start: start, End: start + 86400, PageSize: 2}
+		var got []UsageSummary
+		for {
+			p, err := s.SummarizeUsage(ctx, q)
+			g.Expect(err).NotTo(HaveOccurred())
+			got = append(got, p.Rows...)
+			if !p.HasMore {
+				break
+			}
+			q.Cursor = p.NextCursor
+		}
+		g.Expect(got).To(HaveLen(5))
+		for i, r := range got {
+			n := int64(i + 1)
+			g.Expect(r.TokenID).To(Equal(tokens[i]), "ordered by token_id")
+			g.Expect(r.RequestCount).To(Equal(n))
+			g.Expect(r.PromptTokens).To(Equal(10 * n))
+			g.Expect(r.TotalTokens).To(Equal(15 * n))
+			g.Expect(r.Quota).To(Equal(billing.Quota(100*n + n*(n-1)/2)))
+		}
+	})
+}
+
+func TestUsageQueryTimeout(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		s := openStore(t, dsn, WithQueryTimeout(time.Nanosecond))
+		_, err := s.SummarizeUsage(context.Background(), UsageQuery{UserID: 1, Start: 0, End: 10})
+		g.Expect(err).To(MatchError(ErrQueryTimeout))
+
+		// The caller's own cancellation is not a timeout.
+		s2 := openStore(t, dsn)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err = s2.ListUsage(ctx, UsageQuery{UserID: 1, Start: 0, End: 10})
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err).NotTo(MatchError(ErrQueryTimeout))
+	})
+}

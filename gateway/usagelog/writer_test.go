@@ -1,0 +1,259 @@
+package usagelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/modelgate/modelgate/gateway/internal/pgtest"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+var backends = []struct {
+	name string
+	dsn  func(t testing.TB) string
+}{
+	{name: "sqlite", dsn: func(t testing.TB) string { return "sqlite://" + filepath.Join(t.TempDir(), "ledger.db") }},
+	{name: "postgres", dsn: pgtest.NewDatabase},
+}
+
+func eachBackend(t *testing.T, fn func(t *testing.T, s *store.Store)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, openStore(t, b.dsn(t)))
+		})
+	}
+}
+
+func openStore(t testing.TB, dsn string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// flaky fails every insert while down is set, like an unreachable database.
+type flaky struct {
+	s    *store.Store
+	down atomic.Bool
+	hits atomic.Int64
+}
+
+func (f *flaky) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error) {
+	f.hits.Add(1)
+	if f.down.Load() {
+		return 0, errors.New("dial tcp: connection refused")
+	}
+	return f.s.InsertUsage(ctx, rows)
+}
+
+func row(i int) store.UsageRow {
+	return store.UsageRow{RequestID: fmt.Sprintf("req-%06d", i), CreatedAt: 1_780_000_000 + int64(i%1000), UserID: 1, TokenID: 1,
+		TokenName: "k", ModelName: "m", PromptTokens: 3, CompletionTokens: 4, Quota: 7}
+}
+
+// countRows counts the stored rows and distinct request IDs of user 1 via the
+// store's public usage summary.
+func countRows(t testing.TB, s *store.Store) int64 {
+	t.Helper()
+	p, err := s.SummarizeUsage(context.Background(), store.UsageQuery{UserID: 1, Start: 1_780_000_000, End: 1_780_001_000})
+	if err != nil {
+		t.Fatalf("summary: %v", err)
+	}
+	if len(p.Rows) == 0 {
+		return 0
+	}
+	return p.Rows[0].RequestCount
+}
+
+func newWriter(t testing.TB, ins Inserter, cfg Config) *Writer {
+	t.Helper()
+	if cfg.SpoolPath == "" {
+		cfg.SpoolPath = filepath.Join(t.TempDir(), "usage.spool")
+	}
+	w, err := New(ins, cfg)
+	if err != nil {
+		t.Fatalf("new writer: %v", err)
+	}
+	return w
+}
+
+func TestWriterBatchesEveryRowOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *store.Store) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		// A small queue forces back-pressure on the 8 producers.
+		w := newWriter(t, s, Config{QueueSize: 256, BatchSize: 500, FlushInterval: 10 * time.Millisecond})
+		const n = 10_000
+		var wg sync.WaitGroup
+		for p := range 8 {
+			wg.Go(func() {
+				for i := p; i < n; i += 8 {
+					if err := w.Write(ctx, row(i)); err != nil {
+						t.Errorf("write: %v", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		// Duplicates (a retried request) are stored once.
+		g.Expect(w.Write(ctx, row(0))).To(Succeed())
+		g.Expect(w.Close(ctx)).To(Succeed())
+		g.Expect(w.Write(ctx, row(1))).To(MatchError(ErrClosed))
+		g.Expect(w.Written()).To(Equal(int64(n)))
+		g.Expect(countRows(t, s)).To(Equal(int64(n)))
+		g.Expect(w.QueueDepth()).To(BeZero())
+	})
+}
+
+func TestWriterCloseDrains(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *store.Store) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		// Nothing would flush on its own for an hour: Close must.
+		w := newWriter(t, s, Config{BatchSize: 100_000, FlushInterval: time.Hour})
+		for i := range 777 {
+			g.Expect(w.Write(ctx, row(i))).To(Succeed())
+		}
+		g.Expect(countRows(t, s)).To(BeZero())
+		g.Expect(w.Close(ctx)).To(Succeed())
+		g.Expect(countRows(t, s)).To(Equal(int64(777)))
+	})
+}
+
+func TestWriterSpoolsWhileDatabaseDown(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *store.Store) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		f := &flaky{s: s}
+		w := newWriter(t, f, Config{BatchSize: 50, FlushInterval: 5 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+
+		for i := range 100 {
+			g.Expect(w.Write(ctx, row(i))).To(Succeed())
+		}
+		g.Expect(w.Flush(ctx)).To(Succeed())
+		g.Expect(countRows(t, s)).To(Equal(int64(100)))
+
+		f.down.Store(true)
+		for i := 100; i < 1100; i++ {
+			g.Expect(w.Write(ctx, row(i))).To(Succeed())
+		}
+		// Rows 50..149 are written a second time: a replayed duplicate.
+		for i := 50; i < 150; i++ {
+			g.Expect(w.Write(ctx, row(i))).To(Succeed())
+		}
+		g.Expect(w.Flush(ctx)).To(Succeed())
+		g.Expect(w.SpoolRows()).To(Equal(int64(1100)))
+		g.Expect(w.SpoolBytes()).To(BeNumerically(">", 0))
+		g.Expect(countRows(t, s)).To(Equal(int64(100)))
+		hits := f.hits.Load()
+		time.Sleep(100 * time.Millisecond) // a few retry intervals
+		g.Expect(f.hits.Load()-hits).To(BeNumerically("<=", 10), "a down database is retried per interval, not per batch")
+
+		f.down.Store(false)
+		g.Eventually(w.SpoolRows).WithTimeout(5 * time.Second).Should(BeZero())
+		g.Expect(countRows(t, s)).To(Equal(int64(1100)))
+		g.Expect(w.Close(ctx)).To(Succeed())
+		g.Expect(countRows(t, s)).To(Equal(int64(1100)))
+	})
+}
+
+func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+	spool := filepath.Join(t.TempDir(), "usage.spool")
+	f := &flaky{s: s}
+	f.down.Store(true)
+	w := newWriter(t, f, Config{SpoolPath: spool, FlushInterval: time.Millisecond})
+	for i := range 300 {
+		g.Expect(w.Write(ctx, row(i))).To(Succeed())
+	}
+	g.Expect(w.Close(ctx)).To(MatchError(ErrSpooled))
+
+	// A torn last line from a crash mid-append is ignored.
+	fh, err := os.OpenFile(spool, os.O_APPEND|os.O_WRONLY, 0)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = fh.WriteString(`{"request_id":"torn`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fh.Close()).To(Succeed())
+
+	w2 := newWriter(t, s, Config{SpoolPath: spool})
+	g.Expect(w2.Close(ctx)).To(Succeed())
+	g.Expect(countRows(t, s)).To(Equal(int64(300)))
+	info, err := os.Stat(spool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(info.Size()).To(BeZero())
+}
+
+func TestWriterBackPressureHonoursContext(t *testing.T) {
+	g := NewWithT(t)
+	block := make(chan struct{})
+	w := newWriter(t, blocking(block), Config{QueueSize: 1, BatchSize: 1, FlushInterval: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var err error
+	for i := 0; err == nil; i++ {
+		err = w.Write(ctx, row(i))
+	}
+	g.Expect(err).To(MatchError(context.DeadlineExceeded), "a full queue blocks, it never drops")
+	close(block)
+	g.Expect(w.Close(context.Background())).To(Succeed())
+}
+
+type blocking chan struct{}
+
+func (b blocking) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error) {
+	<-b
+	return len(rows), nil
+}
+
+// TestWriterSurvivesPostgresRestart stops the real PostgreSQL server while
+// rows flow and starts it again: every row arrives exactly once.
+func TestWriterSurvivesPostgresRestart(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	srv := pgtest.Shared(t)
+	s := openStore(t, dsn)
+	w := newWriter(t, s, Config{BatchSize: 100, FlushInterval: 5 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
+		InsertTimeout: 2 * time.Second})
+	const n = 3000
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range n {
+			if err := w.Write(ctx, row(i)); err != nil {
+				t.Errorf("write: %v", err)
+			}
+			if i%100 == 0 {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	})
+	time.Sleep(20 * time.Millisecond)
+	if err := srv.Stop(); err != nil {
+		t.Fatalf("stop postgres: %v", err)
+	}
+	g.Eventually(w.SpoolRows).WithTimeout(10 * time.Second).Should(BeNumerically(">", 0))
+	if err := srv.Start(); err != nil {
+		t.Fatalf("start postgres: %v", err)
+	}
+	wg.Wait()
+	g.Eventually(func() int64 { _ = w.Flush(ctx); return w.SpoolRows() }).WithTimeout(20 * time.Second).Should(BeZero())
+	g.Expect(w.Close(ctx)).To(Succeed())
+	g.Expect(countRows(t, s)).To(Equal(int64(n)))
+}

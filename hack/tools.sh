@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Installs the pinned developer tools into bin/, idempotently.
+#
+#   hack/tools.sh controller-gen   bin/controller-gen
+#   hack/tools.sh envtest          bin/k8s/<version>/{kube-apiserver,etcd}
+#   hack/tools.sh helm             bin/helm
+#   hack/tools.sh all
+#
+# The envtest control plane cannot be downloaded here, so kube-apiserver and
+# etcd are built from the Go module proxy (see docs/development.md). A built
+# binary is also kept in a per-user cache (MODELGATE_TOOLS_CACHE, default
+# ~/.cache/modelgate/tools) so that a fresh clone on the same machine copies it
+# instead of rebuilding for minutes.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/bin}
+CACHE=${MODELGATE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelgate/tools}
+
+CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.23.0}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+KUBE_VERSION=${KUBE_VERSION:-1.36.3}
+ETCD_VERSION=${ETCD_VERSION:-3.6.5}
+ENVTEST_DIR=$BIN/k8s/$KUBE_VERSION
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+# with_progress LABEL CMD...: runs CMD, printing elapsed time every 15 s so a
+# slow build does not look hung. Output of CMD goes to a log file shown on failure.
+with_progress() {
+  local label=$1; shift
+  local logf; logf=$(mktemp)
+  local start=$SECONDS
+  "$@" >"$logf" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if (( (SECONDS - start) % 15 == 0 )); then
+      log "$label: still building ($((SECONDS - start))s)"
+    fi
+  done
+  if ! wait "$pid"; then
+    log "$label: FAILED after $((SECONDS - start))s; last lines of the build log:"
+    tail -40 "$logf" >&2
+    rm -f "$logf"
+    return 1
+  fi
+  rm -f "$logf"
+  log "$label: built in $((SECONDS - start))s"
+}
+
+# from_cache NAME DEST: copies a cached binary into DEST if the cache has it.
+from_cache() {
+  local name=$1 dest=$2
+  if [[ -x $CACHE/$name ]]; then
+    mkdir -p "$(dirname "$dest")"
+    cp "$CACHE/$name" "$dest.tmp" && mv "$dest.tmp" "$dest"
+    log "$(basename "$dest"): copied from $CACHE/$name"
+    return 0
+  fi
+  return 1
+}
+
+to_cache() {
+  local src=$1 name=$2
+  mkdir -p "$(dirname "$CACHE/$name")"
+  cp "$src" "$CACHE/$name.tmp" && mv "$CACHE/$name.tmp" "$CACHE/$name" || true
+}
+
+go_install() { # go_install NAME PKG VERSION
+  local name=$1 pkg=$2 version=$3
+  local dest=$BIN/$name-$version
+  if [[ ! -x $dest ]]; then
+    from_cache "$name-$version" "$dest" || {
+      log "installing $name $version"
+      local tmp; tmp=$(mktemp -d)
+      with_progress "$name" env GOBIN="$tmp" go install "$pkg@$version"
+      mkdir -p "$BIN"; mv "$tmp/$name" "$dest"; rm -rf "$tmp"
+      to_cache "$dest" "$name-$version"
+    }
+  fi
+  ln -sf "$name-$version" "$BIN/$name"
+}
+
+# build_from_module OUT MODULE@VERSION PKG REPLACE_PREFIX REPLACE_VERSION
+# Builds PKG in a throwaway module that requires MODULE@VERSION and replaces
+# every local "=> ./staging/..." style replace of its go.mod with the published
+# module at REPLACE_VERSION.
+build_from_module() {
+  local out=$1 modver=$2 pkg=$3 replace_version=$4
+  local mod=${modver%@*}
+  local work; work=$(mktemp -d)
+  local gomod
+  gomod=$(cd "$work" && go mod download -json "$modver" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  {
+    echo "module build"
+    echo "go 1.26"
+    echo "require $mod ${modver#*@}"
+    echo "replace ("
+    # Lines like: k8s.io/api => ./staging/src/k8s.io/api
+    grep -E '^\s*[^ ]+ => \./' "$gomod" | awk -v v="$replace_version" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } >"$work/go.mod"
+  printf '//go:build tools\n\npackage build\n\nimport _ "%s"\n' "$pkg" >"$work/tools.go"
+  (cd "$work" && go mod tidy >/dev/null 2>&1 || go mod tidy)
+  (cd "$work" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out" "$pkg")
+  rm -rf "$work"
+}
+
+envtest() {
+  mkdir -p "$ENVTEST_DIR"
+  local kas=$ENVTEST_DIR/kube-apiserver etcd=$ENVTEST_DIR/etcd
+  if [[ ! -x $kas ]]; then
+    from_cache "k8s/$KUBE_VERSION/kube-apiserver" "$kas" || {
+      log "building kube-apiserver v$KUBE_VERSION from the Go module proxy (about 5 minutes on 2 cores, once)"
+      with_progress kube-apiserver build_from_module "$kas.tmp" "k8s.io/kubernetes@v$KUBE_VERSION" \
+        k8s.io/kubernetes/cmd/kube-apiserver "v0.${KUBE_VERSION#*.}"
+      mv "$kas.tmp" "$kas"
+      to_cache "$kas" "k8s/$KUBE_VERSION/kube-apiserver"
+    }
+  fi
+  if [[ ! -x $etcd ]]; then
+    from_cache "k8s/$KUBE_VERSION/etcd-$ETCD_VERSION" "$etcd" || {
+      log "building etcd v$ETCD_VERSION from the Go module proxy (about 1 minute, once)"
+      with_progress etcd build_etcd "$etcd.tmp"
+      mv "$etcd.tmp" "$etcd"
+      to_cache "$etcd" "k8s/$KUBE_VERSION/etcd-$ETCD_VERSION"
+    }
+  fi
+  echo "$ENVTEST_DIR"
+}
+
+build_etcd() {
+  local out=$1 v=v$ETCD_VERSION
+  local work; work=$(mktemp -d)
+  cat >"$work/go.mod" <<MOD
+module build
+go 1.26
+require go.etcd.io/etcd/server/v3 $v
+replace (
+	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 $v
+	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 $v
+	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 $v
+	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 $v
+)
+MOD
+  printf '//go:build tools\n\npackage build\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$work/tools.go"
+  (cd "$work" && go mod tidy && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out" go.etcd.io/etcd/server/v3)
+  rm -rf "$work"
+}
+
+case "${1:-all}" in
+  controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
+  helm) go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
+  envtest) envtest ;;
+  envtest-dir) echo "$ENVTEST_DIR" ;;
+  all)
+    go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
+    envtest >/dev/null
+    ;;
+  *) echo "usage: $0 controller-gen|helm|envtest|envtest-dir|all" >&2; exit 2 ;;
+esac

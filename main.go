@@ -1,0 +1,377 @@
+// Command modelgate is the operator and gateway in one binary:
+//
+//	modelgate manager   the controllers (leader elected), health and metrics endpoints
+//	modelgate gateway   the HTTP API, served from informer caches
+//	modelgate dev       everything on embedded defaults: local control plane,
+//	                    SQLite ledger, samples applied, manager and gateway in one process
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/devenv"
+	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/kubescheme"
+	"github.com/modelgate/modelgate/gateway/server"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// version is set at build time (-ldflags "-X main.version=…").
+var version = "dev"
+
+const usage = `modelgate: a Kubernetes operator and model gateway.
+
+Usage:
+  modelgate manager [flags]   run the controllers
+  modelgate gateway [flags]   run the HTTP gateway
+  modelgate dev [flags]       run everything locally on embedded defaults
+  modelgate version           print the version
+
+Run 'modelgate <command> -h' for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	ctx := ctrl.SetupSignalHandler()
+	var err error
+	switch cmd {
+	case "manager":
+		err = runManager(ctx, args)
+	case "gateway":
+		err = runGateway(ctx, args)
+	case "dev":
+		err = runDev(ctx, args)
+	case "version":
+		fmt.Println(version)
+		return
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "modelgate: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "modelgate %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+// common are the flags every command shares.
+type common struct {
+	kubeconfig      string
+	database        string
+	systemNamespace string
+	devLogs         bool
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty means in-cluster")
+	fs.StringVar(&c.database, "database", envOr("MODELGATE_DATABASE_URL", "sqlite://modelgate.db"),
+		"ledger DSN: postgres://… or sqlite://path (env MODELGATE_DATABASE_URL)")
+	fs.StringVar(&c.systemNamespace, "system-namespace", envOr("MODELGATE_SYSTEM_NAMESPACE", "modelgate-system"),
+		"namespace of platform-wide ModelRoutes and PriceRules")
+	fs.BoolVar(&c.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (c *common) restConfig() (*rest.Config, error) {
+	if c.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+// setupLogs installs one logger for controller-runtime and slog: JSON lines
+// in production, a console format in development, info level either way.
+func setupLogs(dev bool) {
+	logger := zap.New(zap.UseDevMode(dev), zap.Level(zapcore.InfoLevel))
+	ctrl.SetLogger(logger)
+	slog.SetDefault(slog.New(logr.ToSlogHandler(logger)))
+}
+
+// managerFlags are the flags of the manager command.
+type managerFlags struct {
+	metricsAddr string
+	probeAddr   string
+	leaderElect bool
+	syncPeriod  time.Duration
+}
+
+func runManager(ctx context.Context, args []string) error {
+	var c common
+	var m managerFlags
+	fs := flag.NewFlagSet("manager", flag.ExitOnError)
+	c.register(fs)
+	fs.StringVar(&m.metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address; 0 disables")
+	fs.StringVar(&m.probeAddr, "health-probe-bind-address", ":8081", "health and readiness probe address")
+	fs.BoolVar(&m.leaderElect, "leader-elect", true, "elect one active manager among replicas")
+	fs.DurationVar(&m.syncPeriod, "status-sync-period", controllers.DefaultBalanceSyncPeriod, "how often ledger figures are mirrored into status")
+	_ = fs.Parse(args)
+	setupLogs(c.devLogs)
+
+	cfg, err := c.restConfig()
+	if err != nil {
+		return err
+	}
+	ledger, err := store.Open(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	mgr, err := newManager(ctx, cfg, ctrl.Options{
+		Metrics:                 metricsserver.Options{BindAddress: m.metricsAddr},
+		HealthProbeBindAddress:  m.probeAddr,
+		LeaderElection:          m.leaderElect,
+		LeaderElectionID:        "modelgate-manager.modelgate.io",
+		LeaderElectionNamespace: c.systemNamespace,
+	})
+	if err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ledger", func(*http.Request) error { return ledger.Ping(ctx) }); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// newManager builds a controller-runtime manager with modelgate's scheme and
+// every cache index registered.
+func newManager(ctx context.Context, cfg *rest.Config, opts ctrl.Options) (ctrl.Manager, error) {
+	opts.Scheme = kubescheme.New()
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("new manager: %w", err)
+	}
+	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// gatewayFlags are the flags of the gateway command.
+type gatewayFlags struct {
+	listen      string
+	metricsAddr string
+	grace       time.Duration
+}
+
+func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
+	fs.StringVar(&g.listen, "listen", defListen, "address of the HTTP API")
+	fs.DurationVar(&g.grace, "shutdown-grace", 30*time.Second, "time in-flight requests get to finish on shutdown")
+}
+
+func runGateway(ctx context.Context, args []string) error {
+	var c common
+	var g gatewayFlags
+	fs := flag.NewFlagSet("gateway", flag.ExitOnError)
+	c.register(fs)
+	g.register(fs, ":8080")
+	fs.StringVar(&g.metricsAddr, "metrics-bind-address", ":9090", "metrics endpoint address; 0 disables")
+	_ = fs.Parse(args)
+	setupLogs(c.devLogs)
+
+	cfg, err := c.restConfig()
+	if err != nil {
+		return err
+	}
+	ledger, err := store.Open(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	// The gateway is a manager without controllers or leader election: it
+	// gets the shared informer cache, its indexes and the metrics endpoint.
+	mgr, err := newManager(ctx, cfg, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: g.metricsAddr},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	if err := addGateway(mgr, ledger, g); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// addGateway adds the HTTP server to the manager. It is ready when the
+// informer caches have synced and the ledger answers.
+func addGateway(mgr ctrl.Manager, ledger *store.Store, g gatewayFlags) error {
+	srv := server.New(server.Options{
+		Addr:          g.listen,
+		ShutdownGrace: g.grace,
+		ReadyChecks: map[string]server.ReadyCheck{
+			"informer caches": func(ctx context.Context) error {
+				if !mgr.GetCache().WaitForCacheSync(ctx) {
+					return errors.New("not synced yet")
+				}
+				return nil
+			},
+			"ledger": ledger.Ping,
+		},
+	})
+	gatewayServer = srv
+	return mgr.Add(gatewayRunnable{srv})
+}
+
+// gatewayServer is the running server, for the dev banner.
+var gatewayServer *server.Server
+
+// gatewayRunnable runs the server on every replica, leader or not.
+type gatewayRunnable struct{ srv *server.Server }
+
+func (r gatewayRunnable) Start(ctx context.Context) error { return r.srv.Run(ctx) }
+func (gatewayRunnable) NeedLeaderElection() bool          { return false }
+
+var _ manager.LeaderElectionRunnable = gatewayRunnable{}
+
+// newestAssetsDir finds bin/k8s/<version> (the newest) for the dev command.
+func newestAssetsDir() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	dirs, _ := filepath.Glob(filepath.Join("bin", "k8s", "*"))
+	sort.Strings(dirs)
+	if len(dirs) == 0 {
+		return filepath.Join("bin", "k8s")
+	}
+	return dirs[len(dirs)-1]
+}
+
+// devFlags are the flags of the dev command.
+type devFlags struct {
+	dataDir    string
+	assetsDir  string
+	crdDir     string
+	samplesDir string
+}
+
+// runDev starts the embedded system: local control plane, SQLite ledger,
+// samples, and manager plus gateway in this process, until ctx is done.
+func runDev(ctx context.Context, args []string) error {
+	var d devFlags
+	var g gatewayFlags
+	fs := flag.NewFlagSet("dev", flag.ExitOnError)
+	g.register(fs, "127.0.0.1:8080")
+	fs.StringVar(&d.dataDir, "data-dir", ".modelgate", "directory for etcd data, the SQLite ledger, the kubeconfig and dev.json; reused by the next run")
+	fs.StringVar(&d.assetsDir, "assets-dir", newestAssetsDir(), "directory with kube-apiserver and etcd (hack/tools.sh envtest)")
+	fs.StringVar(&d.crdDir, "crd-dir", filepath.Join("config", "crd", "bases"), "CRD manifests to install")
+	fs.StringVar(&d.samplesDir, "samples-dir", filepath.Join("config", "samples"), "manifests applied at start")
+	sysNS := fs.String("system-namespace", "modelgate-system", "namespace of platform-wide routes and prices")
+	_ = fs.Parse(args)
+	setupLogs(true)
+	log := ctrl.Log.WithName("dev")
+
+	if err := os.MkdirAll(d.dataDir, 0o700); err != nil {
+		return err
+	}
+	dataDir, err := filepath.Abs(d.dataDir)
+	if err != nil {
+		return err
+	}
+	log.Info("starting the local control plane (etcd + kube-apiserver)", "assets", d.assetsDir)
+	cp, err := devenv.Start(devenv.Options{AssetsDir: d.assetsDir, DataDir: dataDir, CRDDir: d.crdDir})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			log.Error(err, "stop control plane")
+		}
+	}()
+	dsn := "sqlite://" + filepath.Join(dataDir, "ledger.db")
+	ledger, err := store.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+
+	mgr, err := newManager(ctx, cp.Config, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second}); err != nil {
+		return err
+	}
+	if err := addGateway(mgr, ledger, g); err != nil {
+		return err
+	}
+	kc, err := client.New(cp.Config, client.Options{Scheme: kubescheme.New()})
+	if err != nil {
+		return err
+	}
+	if err := devenv.EnsureNamespace(ctx, kc, *sysNS); err != nil {
+		return err
+	}
+	objs, err := devenv.ApplyDir(ctx, kc, d.samplesDir)
+	if err != nil {
+		return err
+	}
+	log.Info("applied samples", "objects", len(objs), "dir", d.samplesDir)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+
+	info, err := devenv.WaitForDemo(ctx, kc, objs)
+	if err != nil {
+		stop()
+		<-done
+		return err
+	}
+	info.GatewayURL = "http://" + gatewayServer.Addr()
+	info.Kubeconfig = cp.KubeconfigPath
+	info.Database = dsn
+	info.SystemNamespace = *sysNS
+	if err := devenv.WriteInfo(filepath.Join(dataDir, "dev.json"), info); err != nil {
+		stop()
+		<-done
+		return err
+	}
+	fmt.Print(devenv.Banner(info, filepath.Join(dataDir, "dev.json")))
+	err = <-done
+	log.Info("stopped; etcd data and the ledger stay in " + dataDir)
+	return err
+}
