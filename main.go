@@ -26,15 +26,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/devenv"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
-	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/wire"
 )
 
 // version is set at build time (-ldflags "-X main.version=…").
@@ -226,42 +225,11 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := addGateway(mgr, ledger, g); err != nil {
+	if _, err := wire.Gateway(mgr, ledger, wire.Options{Listen: g.listen, ShutdownGrace: g.grace}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
 }
-
-// addGateway adds the HTTP server to the manager. It is ready when the
-// informer caches have synced and the ledger answers.
-func addGateway(mgr ctrl.Manager, ledger *store.Store, g gatewayFlags) error {
-	srv := server.New(server.Options{
-		Addr:          g.listen,
-		ShutdownGrace: g.grace,
-		ReadyChecks: map[string]server.ReadyCheck{
-			"informer caches": func(ctx context.Context) error {
-				if !mgr.GetCache().WaitForCacheSync(ctx) {
-					return errors.New("not synced yet")
-				}
-				return nil
-			},
-			"ledger": ledger.Ping,
-		},
-	})
-	gatewayServer = srv
-	return mgr.Add(gatewayRunnable{srv})
-}
-
-// gatewayServer is the running server, for the dev banner.
-var gatewayServer *server.Server
-
-// gatewayRunnable runs the server on every replica, leader or not.
-type gatewayRunnable struct{ srv *server.Server }
-
-func (r gatewayRunnable) Start(ctx context.Context) error { return r.srv.Run(ctx) }
-func (gatewayRunnable) NeedLeaderElection() bool          { return false }
-
-var _ manager.LeaderElectionRunnable = gatewayRunnable{}
 
 // newestAssetsDir finds bin/k8s/<version> (the newest) for the dev command.
 func newestAssetsDir() string {
@@ -334,7 +302,8 @@ func runDev(ctx context.Context, args []string) error {
 	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second}); err != nil {
 		return err
 	}
-	if err := addGateway(mgr, ledger, g); err != nil {
+	gw, err := wire.Gateway(mgr, ledger, wire.Options{Listen: g.listen, ShutdownGrace: g.grace})
+	if err != nil {
 		return err
 	}
 	kc, err := client.New(cp.Config, client.Options{Scheme: kubescheme.New()})
@@ -361,7 +330,10 @@ func runDev(ctx context.Context, args []string) error {
 		<-done
 		return err
 	}
-	info.GatewayURL = "http://" + gatewayServer.Addr()
+	for gw.Addr() == "" && ctx.Err() == nil { // the server binds when the manager starts it
+		time.Sleep(20 * time.Millisecond)
+	}
+	info.GatewayURL = "http://" + gw.Addr()
 	info.Kubeconfig = cp.KubeconfigPath
 	info.Database = dsn
 	info.SystemNamespace = *sysNS

@@ -103,14 +103,16 @@ func (r *ApiTokenReconciler) reconcile(ctx context.Context, tok *v1.ApiToken) (c
 }
 
 // TokenState computes the contract's token status: disabled beats expired
-// beats exhausted.
+// beats exhausted. A key is exhausted once it has spent its whole quota; a
+// key created with no quota is enabled (every request is refused for quota),
+// as the public gateway the contract mirrors reports it.
 func TokenState(tok *v1.ApiToken, now time.Time) v1.TokenState {
 	switch {
 	case tok.Spec.Disabled:
 		return v1.TokenDisabled
 	case tok.Spec.ExpiresAt != nil && !now.Before(tok.Spec.ExpiresAt.Time):
 		return v1.TokenExpired
-	case !tok.Spec.UnlimitedQuota && tok.Status.TokenID != 0 && tok.Status.RemainQuota <= 0:
+	case !tok.Spec.UnlimitedQuota && tok.Status.UsedQuota > 0 && tok.Status.RemainQuota <= 0:
 		return v1.TokenExhausted
 	default:
 		return v1.TokenEnabled
@@ -132,9 +134,15 @@ func readyTenant(ctx context.Context, c client.Client, namespace string) (*v1.Te
 	return nil, nil
 }
 
-// ensureKey sets status.keyHash from the key the token uses: a referenced
-// Secret, or a generated key written once into a Secret the token owns.
+// ensureKey sets status.keyHash from the key the token uses: a hash given in
+// the spec, a referenced Secret, or a generated key written once into a
+// Secret the token owns.
 func (r *ApiTokenReconciler) ensureKey(ctx context.Context, tok *v1.ApiToken) error {
+	if tok.Spec.KeyHash != "" { // made by the gateway and shown once; nothing to store
+		tok.Status.SecretName = ""
+		tok.Status.KeyHash, tok.Status.KeyPrefix = tok.Spec.KeyHash, tok.Spec.KeyPrefix
+		return nil
+	}
 	if ref := tok.Spec.KeySecretRef; ref != nil {
 		key, err := r.readSecretKey(ctx, tok.Namespace, ref.Name, ref.Key)
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 
 // ApiTokenSpec is the desired state of an API key (the contract's "API token").
 // +kubebuilder:validation:XValidation:rule="!(has(self.quota) && has(self.credits))",message="set at most one of quota or credits"
+// +kubebuilder:validation:XValidation:rule="!(has(self.keySecretRef) && has(self.keyHash))",message="set at most one of keySecretRef or keyHash"
+// +kubebuilder:validation:XValidation:rule="has(self.keyHash) == has(self.keyPrefix)",message="keyHash and keyPrefix go together"
 // +kubebuilder:validation:XValidation:rule="!has(self.modelLimits) || size(self.modelLimits) == 0 || self.modelLimitsEnabled",message="modelLimits requires modelLimitsEnabled: true"
 type ApiTokenSpec struct {
 	// displayName is the key's name as the contract shows it (`name`).
@@ -16,10 +18,23 @@ type ApiTokenSpec struct {
 	DisplayName string `json:"displayName"`
 
 	// keySecretRef points at an existing Secret key that holds the key
-	// (`sk-` + 48 characters). When empty the controller generates a key and
-	// writes it once into a Secret owned by this ApiToken.
+	// (`sk-` + 48 characters). When neither keySecretRef nor keyHash is set the
+	// controller generates a key and writes it once into a Secret owned by
+	// this ApiToken.
 	// +optional
 	KeySecretRef *SecretKeyRef `json:"keySecretRef,omitempty"`
+
+	// keyHash is the SHA-256 (lower-case hex) of a key generated outside the
+	// cluster and shown to its owner once, such as by POST /v1/tokens. The key
+	// itself is stored nowhere.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	KeyHash string `json:"keyHash,omitempty"`
+
+	// keyPrefix is the non-secret display prefix of the key of keyHash ("sk-abcd").
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	KeyPrefix string `json:"keyPrefix,omitempty"`
 
 	// disabled turns the key off (status 2) without deleting it.
 	// +optional

@@ -36,6 +36,21 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
+// tokenKeyHashes indexes a token by its status hash and, for tokens made by
+// POST /v1/tokens, by its spec hash too, so a new key works as soon as the
+// gateway's cache sees the object, before the controller has run.
+func tokenKeyHashes(o client.Object) []string {
+	t := o.(*v1.ApiToken)
+	switch {
+	case t.Spec.KeyHash != "" && t.Status.KeyHash != "" && t.Spec.KeyHash != t.Status.KeyHash:
+		return []string{t.Spec.KeyHash, t.Status.KeyHash}
+	case t.Spec.KeyHash != "":
+		return []string{t.Spec.KeyHash}
+	default:
+		return nonEmpty(t.Status.KeyHash)
+	}
+}
+
 // AddIndexes registers every index with the indexer (a manager's field indexer).
 func AddIndexes(ctx context.Context, ix client.FieldIndexer) error {
 	indexes := []struct {
@@ -43,9 +58,7 @@ func AddIndexes(ctx context.Context, ix client.FieldIndexer) error {
 		field string
 		fn    client.IndexerFunc
 	}{
-		{&v1.ApiToken{}, TokenKeyHash, func(o client.Object) []string {
-			return nonEmpty(o.(*v1.ApiToken).Status.KeyHash)
-		}},
+		{&v1.ApiToken{}, TokenKeyHash, tokenKeyHashes},
 		{&v1.Tenant{}, TenantAccessTokenHash, func(o client.Object) []string {
 			return nonEmpty(o.(*v1.Tenant).Status.AccessTokenHash)
 		}},

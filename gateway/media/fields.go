@@ -321,3 +321,5 @@ func (f fields) clientBusinessID() (string, *ValidationError) {
 	}
 	return s, nil
 }
+
+func strconvFloat(f float64) string { return strconv.FormatFloat(f, 'f', 3, 64) }

@@ -28,7 +28,11 @@ func checkURL(path, raw string, allowAsset bool) (string, *ValidationError) {
 	if err != nil {
 		return "", invalid(path, "%s is not a valid URL", path)
 	}
-	switch strings.ToLower(u.Scheme) {
+	scheme := strings.ToLower(u.Scheme)
+	if len(scheme) == 1 { // a Windows drive letter: C:\img.png
+		scheme = "file"
+	}
+	switch scheme {
 	case "http", "https":
 		if u.Host == "" || u.Hostname() == "" {
 			return "", invalid(path, "%s must be an http or https URL with a host", path)

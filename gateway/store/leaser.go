@@ -48,14 +48,21 @@ type localLease struct {
 	expiresAt time.Time
 }
 
-// Hold is one request's reservation against a lease. Settle or Release it
-// exactly once; a second call is ignored.
+// Hold is one request's reservation, against a lease or (for an estimate
+// larger than a chunk) a direct reservation in the ledger. Settle or Release
+// it exactly once; a second call is ignored.
 type Hold struct {
-	lease    *localLease
-	leaseID  int64
-	amount   billing.Quota
-	finished atomic.Bool
+	lease     *localLease
+	leaseID   int64
+	amount    billing.Quota
+	direct    bool // a Store reservation under requestID, not a lease hold
+	requestID string
+	finished  atomic.Bool
 }
+
+// Direct reports whether the hold is a direct ledger reservation; its
+// Settle and Release do I/O.
+func (h *Hold) Direct() bool { return h.direct }
 
 // Charge tells the ledger how to account a usage row when it is written; the
 // usage writer carries it. The zero value means the quota was already
@@ -84,13 +91,26 @@ func (s *Store) NewLeaser(cfg LeaseConfig) *Leaser {
 	return &Leaser{store: s, cfg: cfg, leases: map[int64]*localLease{}}
 }
 
-// Reserve holds estimate for a request of tokenID. It is served from the
-// replica's lease when it covers the estimate (no I/O); otherwise the Leaser
-// takes another chunk from the ledger, which fails with ErrInsufficientQuota
-// when the balances cannot cover the estimate.
-func (l *Leaser) Reserve(ctx context.Context, tokenID, userID int64, estimate billing.Quota) (*Hold, error) {
+// Reserve holds estimate for request requestID of tokenID. It is served
+// from the replica's lease when the lease covers the estimate (no I/O);
+// otherwise the Leaser takes another chunk from the ledger, which fails with
+// ErrInsufficientQuota when the balances cannot cover the estimate. An
+// estimate larger than a chunk (a long video task, a huge prompt) falls back
+// to a direct, durable reservation with Store.Reserve: leasing it would
+// strand a large amount in one replica, and a task that runs for minutes
+// should not depend on a lease's TTL.
+func (l *Leaser) Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*Hold, error) {
 	if estimate < 0 {
 		return nil, fmt.Errorf("lease reserve: negative estimate %d", estimate)
+	}
+	if estimate > l.cfg.Chunk {
+		if requestID == "" {
+			return nil, errors.New("lease reserve: a direct reservation needs a request ID")
+		}
+		if err := l.store.Reserve(ctx, requestID, tokenID, userID, estimate); err != nil {
+			return nil, err
+		}
+		return &Hold{direct: true, requestID: requestID, amount: estimate}, nil
 	}
 	ll, err := l.local(tokenID)
 	if err != nil {
@@ -154,22 +174,31 @@ func (l *Leaser) local(tokenID int64) (*localLease, error) {
 }
 
 // Settle finishes a hold with the actual amount (which may exceed the
-// estimate) and returns the Charge to put on the request's usage row; the
-// ledger charges the quota when that row is written. No I/O.
-func (l *Leaser) Settle(h *Hold, actual billing.Quota) Charge {
-	if h.finished.Swap(true) {
-		return Charge{Apply: true, LeaseID: h.leaseID}
+// estimate) and returns the Charge to put on the request's usage row. For a
+// lease hold the ledger charges the quota when that row is written, and
+// Settle does no I/O and cannot fail. A direct hold is settled in the ledger
+// now (Store.Settle) and its Charge is the zero value.
+func (l *Leaser) Settle(ctx context.Context, h *Hold, actual billing.Quota) (Charge, error) {
+	if h.Direct() {
+		// Store.Settle is idempotent, so a repeat is harmless.
+		return Charge{}, l.store.Settle(ctx, h.requestID, actual)
 	}
-	l.giveBack(h, h.amount-actual)
-	return Charge{Apply: true, LeaseID: h.leaseID}
+	if !h.finished.Swap(true) {
+		l.giveBack(h, h.amount-actual)
+	}
+	return Charge{Apply: true, LeaseID: h.leaseID}, nil
 }
 
-// Release finishes a hold without charge (refund before any charge). No I/O.
-func (l *Leaser) Release(h *Hold) {
-	if h.finished.Swap(true) {
-		return
+// Release finishes a hold without charge (refund before any charge). No I/O
+// for a lease hold; a direct hold is refunded in the ledger.
+func (l *Leaser) Release(ctx context.Context, h *Hold) error {
+	if h.Direct() {
+		return l.store.Refund(ctx, h.requestID)
 	}
-	l.giveBack(h, h.amount)
+	if !h.finished.Swap(true) {
+		l.giveBack(h, h.amount)
+	}
+	return nil
 }
 
 // giveBack returns an unused part of a hold to its lease, if that lease is

@@ -25,10 +25,10 @@ func TestLeaseReservesLocally(t *testing.T) {
 
 		var rows []UsageRow
 		for i := range 100 {
-			h, err := l.Reserve(ctx, a.tokenID, a.userID, 100)
+			h, err := l.Reserve(ctx, "", a.tokenID, a.userID, 100)
 			g.Expect(err).NotTo(HaveOccurred())
-			ch := l.Settle(h, 90)
-			g.Expect(l.Settle(h, 90)).To(Equal(ch), "a second settle is ignored")
+			ch := settle(t, l, h, 90)
+			g.Expect(settle(t, l, h, 85)).To(Equal(ch), "a second settle is ignored")
 			rows = append(rows, UsageRow{RequestID: fmt.Sprint("l-", i), UserID: a.userID, TokenID: a.tokenID, Quota: 90, Charge: ch})
 		}
 		g.Expect(l.Takes()).To(BeNumerically("<=", 2), "one chunk serves many requests")
@@ -44,11 +44,11 @@ func TestLeaseReservesLocally(t *testing.T) {
 		g.Expect(n).To(BeZero())
 		g.Expect(tokenBalance(t, s, a.tokenID).Used).To(Equal(billing.Quota(9000)))
 
-		h, err := l.Reserve(ctx, a.tokenID, a.userID, 500)
+		h, err := l.Reserve(ctx, "", a.tokenID, a.userID, 500)
 		g.Expect(err).NotTo(HaveOccurred())
-		l.Release(h)
+		g.Expect(l.Release(ctx, h)).To(Succeed())
 		g.Expect(l.Close(ctx)).To(Succeed())
-		_, err = l.Reserve(ctx, a.tokenID, a.userID, 1)
+		_, err = l.Reserve(ctx, "", a.tokenID, a.userID, 1)
 		g.Expect(err).To(MatchError(ErrLeaserClosed))
 
 		count, held, err := s.LeaseTotals(ctx, a.tokenID)
@@ -67,20 +67,20 @@ func TestLeaseInsufficientAndUnbounded(t *testing.T) {
 		s := openStore(t, dsn)
 		a := newAccount(t, s, 250, 1_000_000, TokenLimits{})
 		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 10_000})
-		h1, err := l.Reserve(ctx, a.tokenID, a.userID, 200)
+		h1, err := l.Reserve(ctx, "", a.tokenID, a.userID, 200)
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err = l.Reserve(ctx, a.tokenID, a.userID, 100)
+		_, err = l.Reserve(ctx, "", a.tokenID, a.userID, 100)
 		g.Expect(err).To(MatchError(ErrInsufficientQuota))
-		l.Release(h1)
-		_, err = l.Reserve(ctx, a.tokenID, a.userID, 250)
+		g.Expect(l.Release(ctx, h1)).To(Succeed())
+		_, err = l.Reserve(ctx, "", a.tokenID, a.userID, 250)
 		g.Expect(err).NotTo(HaveOccurred(), "a released hold is reusable locally")
 
 		// Both sides unlimited, no window cap: nothing to lease, rows charge used only.
 		b := newAccount(t, s, 0, 0, TokenLimits{Unlimited: true})
 		g.Expect(s.SetTenantUnlimited(ctx, b.userID, true)).To(Succeed())
-		h, err := l.Reserve(ctx, b.tokenID, b.userID, 1_000_000)
+		h, err := l.Reserve(ctx, "", b.tokenID, b.userID, 9_999)
 		g.Expect(err).NotTo(HaveOccurred())
-		ch := l.Settle(h, 7)
+		ch := settle(t, l, h, 7)
 		g.Expect(ch).To(Equal(Charge{Apply: true}))
 		_, err = s.InsertUsage(ctx, []UsageRow{{RequestID: "u-1", UserID: b.userID, TokenID: b.tokenID, Quota: 7, Charge: ch}})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -112,9 +112,9 @@ func TestLeaseInvariantAcrossReplicas(t *testing.T) {
 		a := newAccount(t, s, grant, grant, TokenLimits{})
 
 		for _, l := range leasers { // every replica holds a lease from the start
-			h, err := l.Reserve(ctx, a.tokenID, a.userID, 1)
+			h, err := l.Reserve(ctx, "", a.tokenID, a.userID, 1)
 			g.Expect(err).NotTo(HaveOccurred())
-			l.Release(h)
+			g.Expect(l.Release(ctx, h)).To(Succeed())
 		}
 
 		var (
@@ -143,7 +143,7 @@ func TestLeaseInvariantAcrossReplicas(t *testing.T) {
 				var batch []UsageRow
 				for range 40 {
 					est := billing.Quota(100 + rand.IntN(400))
-					h, err := leasers[r].Reserve(ctx, a.tokenID, a.userID, est)
+					h, err := leasers[r].Reserve(ctx, "", a.tokenID, a.userID, est)
 					if err != nil {
 						if !isInsufficient(err) {
 							t.Errorf("reserve: %v", err)
@@ -151,12 +151,12 @@ func TestLeaseInvariantAcrossReplicas(t *testing.T) {
 						continue
 					}
 					if rand.IntN(10) == 0 {
-						leasers[r].Release(h) // upstream failed before any charge
+						g.Expect(leasers[r].Release(ctx, h)).To(Succeed()) // upstream failed before any charge
 						continue
 					}
 					actual := billing.Quota(rand.Int64N(int64(est) + 1))
 					batch = append(batch, UsageRow{RequestID: fmt.Sprint("inv-", seq.Add(1)), UserID: a.userID, TokenID: a.tokenID,
-						Quota: actual, Charge: leasers[r].Settle(h, actual)})
+						Quota: actual, Charge: settle(t, leasers[r], h, actual)})
 					if len(batch) == 10 {
 						if _, err := stores[r].InsertUsage(ctx, batch); err != nil {
 							t.Errorf("usage: %v", err)
@@ -210,10 +210,10 @@ func TestLeaseNeverOutlivesWindow(t *testing.T) {
 		s := openStore(t, dsn, WithClock(clock))
 		a := newAccount(t, s, 100_000, 100_000, TokenLimits{DailyLimit: 1000})
 		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 10_000, TTL: time.Hour})
-		h, err := l.Reserve(ctx, a.tokenID, a.userID, 100)
+		h, err := l.Reserve(ctx, "", a.tokenID, a.userID, 100)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(tokenBalance(t, s, a.tokenID).DailyUsed).To(BeNumerically("<=", 1000), "the lease counts in the daily window")
-		row := UsageRow{RequestID: "w-1", UserID: a.userID, TokenID: a.tokenID, Quota: 100, Charge: l.Settle(h, 100)}
+		row := UsageRow{RequestID: "w-1", UserID: a.userID, TokenID: a.tokenID, Quota: 100, Charge: settle(t, l, h, 100)}
 
 		clock.Step(time.Minute) // the day (and the lease) ended
 		n, err := s.SweepExpiredLeases(ctx)
@@ -225,10 +225,67 @@ func TestLeaseNeverOutlivesWindow(t *testing.T) {
 		tok := tokenBalance(t, s, a.tokenID)
 		g.Expect(tok.Balance).To(Equal(Balance{Remain: 100_000 - 100, Used: 100}))
 		g.Expect(tok.DailyUsed).To(BeZero())
-		h, err = l.Reserve(ctx, a.tokenID, a.userID, 1000)
+		h, err = l.Reserve(ctx, "", a.tokenID, a.userID, 1000)
 		g.Expect(err).NotTo(HaveOccurred(), "a fresh lease in the new day")
-		l.Release(h)
+		g.Expect(l.Release(ctx, h)).To(Succeed())
 		g.Expect(l.Close(ctx)).To(Succeed())
 		g.Expect(tokenBalance(t, s, a.tokenID).DailyUsed).To(BeZero())
+	})
+}
+
+func settle(t testing.TB, l *Leaser, h *Hold, actual billing.Quota) Charge {
+	t.Helper()
+	ch, err := l.Settle(context.Background(), h, actual)
+	if err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+	return ch
+}
+
+func TestLeaserFallsBackToDirectReservation(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		a := newAccount(t, s, 100_000, 100_000, TokenLimits{})
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 1000})
+		h, err := l.Reserve(ctx, "big-1", a.tokenID, a.userID, 50_000)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(h.Direct()).To(BeTrue())
+		count, _, err := s.LeaseTotals(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(count).To(BeZero(), "no lease for a direct reservation")
+		ch := settle(t, l, h, 40_000)
+		g.Expect(ch).To(Equal(Charge{}), "already charged: the usage row must not charge again")
+		g.Expect(settle(t, l, h, 40_000)).To(Equal(Charge{}))
+		_, err = s.InsertUsage(ctx, []UsageRow{{RequestID: "big-1", UserID: a.userID, TokenID: a.tokenID, Quota: 40_000, Charge: ch}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 60_000, Used: 40_000}))
+
+		h, err = l.Reserve(ctx, "big-2", a.tokenID, a.userID, 60_000)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.Release(ctx, h)).To(Succeed())
+		_, err = l.Reserve(ctx, "big-3", a.tokenID, a.userID, 60_001)
+		g.Expect(err).To(MatchError(ErrInsufficientQuota))
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 60_000, Used: 40_000}))
+	})
+}
+
+func TestRefundStale(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		clock := newFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		s := openStore(t, dsn, WithClock(clock))
+		a := newAccount(t, s, 1000, 1000, TokenLimits{})
+		g.Expect(s.Reserve(ctx, "old-open", a.tokenID, a.userID, 100)).To(Succeed())
+		g.Expect(s.Reserve(ctx, "old-settled", a.tokenID, a.userID, 100)).To(Succeed())
+		g.Expect(s.Settle(ctx, "old-settled", 100)).To(Succeed())
+		clock.Step(time.Hour)
+		g.Expect(s.Reserve(ctx, "new-open", a.tokenID, a.userID, 100)).To(Succeed())
+		n, err := s.RefundStale(ctx, 30*time.Minute)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(1))
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 800, Used: 100}))
 	})
 }

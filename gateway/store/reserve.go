@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelgate/modelgate/gateway/billing"
 )
@@ -230,4 +231,42 @@ func (s *Store) shiftToken(ctx context.Context, tx *sql.Tx, tokenID, dRemain, dU
 		return fmt.Errorf("update token %d: %w", tokenID, err)
 	}
 	return nil
+}
+
+// RefundStale refunds reservations still open after olderThan: a gateway
+// that died between Reserve and Settle leaves them behind, holding quota.
+// Pick olderThan above the longest task a reservation can cover. It returns
+// how many it refunded.
+func (s *Store) RefundStale(ctx context.Context, olderThan time.Duration) (int, error) {
+	cutoff := s.clock.Now().Add(-olderThan).Unix()
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT request_id FROM reservations WHERE state = ? AND created_at < ? ORDER BY created_at`),
+		stateReserved, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("find stale reservations: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return 0, fmt.Errorf("find stale reservations: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("find stale reservations: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		// Refund re-checks the state under the row lock: a Settle that won
+		// the race gives ErrReservationClosed, which is fine.
+		switch err := s.Refund(ctx, id); {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrReservationClosed):
+		default:
+			return n, err
+		}
+	}
+	return n, nil
 }

@@ -247,11 +247,14 @@ func (s *Store) q(query string) string {
 	return b.String()
 }
 
-// forUpdate is the row-lock suffix of a SELECT inside a transaction. SQLite
-// has no row locks; its IMMEDIATE transactions already hold the write lock.
+// forUpdate is the row-lock suffix of a SELECT inside a transaction. On
+// PostgreSQL it is NO KEY UPDATE, which excludes every other writer of the row
+// but not the KEY SHARE lock a foreign-key check takes (creating a token does
+// not wait for its tenant's quota transactions). SQLite has no row locks; its
+// IMMEDIATE transactions already hold the database's write lock.
 func (s *Store) forUpdate() string {
 	if s.dialect == postgres {
-		return " FOR UPDATE"
+		return " FOR NO KEY UPDATE"
 	}
 	return ""
 }

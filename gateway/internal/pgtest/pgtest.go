@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,7 +249,13 @@ func findBinDir() (string, error) {
 	}
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
 	if len(matches) > 0 {
-		return filepath.Dir(matches[len(matches)-1]), nil // newest version sorts last
+		// Prefer the newest major version (numerically: 9 < 15).
+		major := func(p string) int {
+			n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
+			return n
+		}
+		slices.SortFunc(matches, func(a, b string) int { return major(a) - major(b) })
+		return filepath.Dir(matches[len(matches)-1]), nil
 	}
 	return "", errors.New("initdb/pg_ctl not found on PATH or under /usr/lib/postgresql/*/bin")
 }

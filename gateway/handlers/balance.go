@@ -1,0 +1,87 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/modelgate/modelgate/gateway/apierr"
+)
+
+// Balance messages, as the contract gives them.
+const (
+	msgNoUserQuota   = "Failed to get user quota"
+	msgNoUsedQuota   = "Failed to get used quota"
+	msgNoTokenQuota  = "Failed to get token quota"
+	unlimitedBalance = "-1"
+)
+
+// Balance serves the account and token balance endpoints. Amounts are USD
+// (remain_balance, used_balance) and credits, rendered from exact decimals.
+type Balance struct{ *Deps }
+
+// User serves GET /v1/user/balance and GET /user/balance: the account-wide
+// balance of the key's tenant, independent of the key.
+func (h *Balance) User(w http.ResponseWriter, r *http.Request) {
+	p, f := h.Auth.APIKey(r.Context(), r, false)
+	if f != nil {
+		apierr.Simple(w, f.Status, f.Message)
+		return
+	}
+	b, err := h.Ledger.TenantBalance(r.Context(), p.UserID)
+	if err != nil {
+		log.FromContext(r.Context()).Error(err, "tenant balance", "userID", p.UserID)
+		apierr.Simple(w, http.StatusOK, msgNoUserQuota)
+		return
+	}
+	unlimited := b.Unlimited || p.Tenant.Spec.UnlimitedQuota
+	remainUSD, remainCredits := number(b.Remain.USD().String()), number(b.Remain.Credits().String())
+	if unlimited {
+		remainUSD = unlimitedBalance
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"success":         true,
+		"remain_balance":  remainUSD,
+		"used_balance":    number(b.Used.USD().String()),
+		"remain_credits":  remainCredits,
+		"used_credits":    number(b.Used.Credits().String()),
+		"credits_per_usd": creditsPerUSD,
+		"unlimited_quota": unlimited,
+	})
+}
+
+// Token serves GET /v1/balance: the balance of the calling key alone. The
+// contract names it without a shape; it answers in the user balance's style.
+func (h *Balance) Token(w http.ResponseWriter, r *http.Request) {
+	p, f := h.Auth.APIKey(r.Context(), r, false)
+	if f != nil {
+		apierr.Simple(w, f.Status, f.Message)
+		return
+	}
+	b, err := h.Ledger.TokenUsage(r.Context(), p.TokenID)
+	if err != nil {
+		log.FromContext(r.Context()).Error(err, "token balance", "tokenID", p.TokenID)
+		apierr.Simple(w, http.StatusOK, msgNoTokenQuota)
+		return
+	}
+	unlimited := p.Token.Spec.UnlimitedQuota
+	remain := b.Remain
+	body := map[string]any{
+		"success":         true,
+		"token_id":        p.TokenID,
+		"name":            p.Token.Spec.DisplayName,
+		"remain_quota":    int64(remain),
+		"used_quota":      int64(b.Used),
+		"remain_balance":  number(remain.USD().String()),
+		"used_balance":    number(b.Used.USD().String()),
+		"remain_credits":  number(remain.Credits().String()),
+		"used_credits":    number(b.Used.Credits().String()),
+		"credits_per_usd": creditsPerUSD,
+		"unlimited_quota": unlimited,
+	}
+	if unlimited {
+		body["remain_balance"] = json.Number(unlimitedBalance)
+	}
+	writeJSON(w, http.StatusOK, body)
+}

@@ -1,0 +1,71 @@
+// Package handlers implements the gateway's HTTP endpoints, one file per
+// endpoint group of the contract. Handlers read Kubernetes objects only from
+// the informer cache and write only what the API creates (ApiTokens,
+// GenerationTasks).
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// Deps are what the handlers need.
+type Deps struct {
+	// Cache reads Kubernetes objects from the informer cache.
+	Cache client.Reader
+	// Writer creates objects (ApiTokens, GenerationTasks) on the API server.
+	Writer client.Writer
+	Ledger *store.Store
+	Auth   *auth.Authenticator
+	Clock  clock.PassiveClock
+}
+
+// Mux is where handlers are mounted (http.ServeMux or the gateway server).
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Register mounts every endpoint group.
+func Register(mux Mux, d *Deps) {
+	tokens := &Tokens{d}
+	mux.Handle("POST /v1/tokens", http.HandlerFunc(tokens.Create))
+
+	balance := &Balance{d}
+	for _, p := range []string{"/v1/user/balance", "/user/balance"} {
+		mux.Handle("GET "+p, cors(http.HandlerFunc(balance.User)))
+		mux.Handle("OPTIONS "+p, cors(http.HandlerFunc(noContent)))
+	}
+	mux.Handle("GET /v1/balance", http.HandlerFunc(balance.Token))
+
+	usage := &Usage{d}
+	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(usage.Requests))
+	mux.Handle("GET /api/usage/tokens/summary", http.HandlerFunc(usage.Summary))
+}
+
+// writeJSON writes a 200 (or status) JSON body.
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// cors allows browser clients of any origin: the balance endpoints are
+// documented as cross-origin. Credentials travel in headers, not cookies.
+func cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func noContent(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }

@@ -1,0 +1,207 @@
+package media
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/jpeg" // register the jpeg decoder for image.DecodeConfig
+	_ "image/png"  // register the png decoder for image.DecodeConfig
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults of HTTPImageProbe.
+const (
+	DefaultProbeMaxBytes = MultiImageRefMaxBytes
+	DefaultProbeTimeout  = 15 * time.Second
+	probeMaxRedirects    = 3
+)
+
+// ErrAddressNotAllowed is returned by HTTPImageProbe for a URL that resolves
+// to a loopback, private, link-local or otherwise internal address.
+var ErrAddressNotAllowed = errors.New("address not allowed")
+
+// HTTPImageProbe fetches an image over HTTP(S) and reports its size and
+// format. It reads the image header with image.DecodeConfig (png and jpeg;
+// other formats are named from their content sniffing with zero width and
+// height) and counts the body up to MaxBytes+1, so memory use stays small.
+// Probe is an ImageProbe:
+//
+//	opts := media.Options{ImageProbe: (&media.HTTPImageProbe{}).Probe}
+type HTTPImageProbe struct {
+	// Client performs the requests. When nil a client is built that refuses
+	// to connect to internal addresses (unless AllowPrivateNetworks) and
+	// follows at most 3 http(s) redirects. A caller-supplied client is used
+	// as is.
+	Client *http.Client
+	// MaxBytes caps how many bytes are read (default 10MB); a larger image
+	// is reported with a size above the cap.
+	MaxBytes int64
+	// Timeout bounds one probe (default 15 s).
+	Timeout time.Duration
+	// AllowPrivateNetworks lets the default client reach loopback and private
+	// addresses (tests, or trusted in-cluster object stores).
+	AllowPrivateNetworks bool
+	// UserAgent is sent when set.
+	UserAgent string
+
+	once sync.Once
+	dflt *http.Client
+}
+
+// Probe implements ImageProbe.
+func (p *HTTPImageProbe) Probe(ctx context.Context, rawURL string) (width, height int, format string, size int64, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return 0, 0, "", 0, errors.New("not an http or https URL")
+	}
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	maxBytes := p.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultProbeMaxBytes
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return 0, 0, "", 0, err
+	}
+	if p.UserAgent != "" {
+		req.Header.Set("User-Agent", p.UserAgent)
+	}
+	resp, err := p.client().Do(req)
+	if err != nil {
+		return 0, 0, "", 0, fmt.Errorf("download failed: %w", unwrapURLError(err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, "", 0, fmt.Errorf("download failed: HTTP %d", resp.StatusCode)
+	}
+
+	counter := &countingReader{r: io.LimitReader(resp.Body, maxBytes+1)}
+	br := bufio.NewReaderSize(counter, 4096)
+	head, _ := br.Peek(512)
+	sniffed := sniffFormat(head)
+	if len(head) == 0 {
+		return 0, 0, "", 0, errors.New("the image is empty")
+	}
+	cfg, decFormat, decErr := image.DecodeConfig(br)
+	if decErr == nil {
+		width, height, format = cfg.Width, cfg.Height, decFormat
+	} else {
+		if sniffed == "png" || sniffed == "jpeg" {
+			return 0, 0, sniffed, 0, fmt.Errorf("invalid %s image: %v", sniffed, decErr)
+		}
+		format = sniffed
+	}
+	if resp.ContentLength > maxBytes {
+		return width, height, format, resp.ContentLength, nil
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return 0, 0, format, 0, fmt.Errorf("download failed: %w", err)
+	}
+	return width, height, format, counter.n, nil
+}
+
+func (p *HTTPImageProbe) client() *http.Client {
+	if p.Client != nil {
+		return p.Client
+	}
+	p.once.Do(func() { p.dflt = p.newClient() })
+	return p.dflt
+}
+
+func (p *HTTPImageProbe) newClient() *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	if !p.AllowPrivateNetworks {
+		dialer.Control = refuseInternal
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 15 * time.Second,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       30 * time.Second,
+	}
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > probeMaxRedirects {
+				return errors.New("too many redirects")
+			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return errors.New("redirect to a non-http URL")
+			}
+			return nil
+		},
+	}
+}
+
+// refuseInternal is a net.Dialer Control hook that refuses connections to
+// internal addresses; it runs on the resolved address, so DNS answers cannot
+// bypass it.
+func refuseInternal(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return ErrAddressNotAllowed
+	}
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return ErrAddressNotAllowed
+	}
+	if ip4 := ip.To4(); ip4 != nil && ip4[0] == 100 && ip4[1]&0xc0 == 64 { // 100.64.0.0/10 shared address space
+		return ErrAddressNotAllowed
+	}
+	return nil
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// sniffFormat names an image format from its first bytes ("" when unknown).
+func sniffFormat(head []byte) string {
+	ct := http.DetectContentType(head)
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	if sub, ok := strings.CutPrefix(ct, "image/"); ok {
+		return strings.TrimPrefix(sub, "x-")
+	}
+	switch {
+	case len(head) >= 12 && string(head[4:8]) == "ftyp" && (string(head[8:12]) == "avif" || string(head[8:12]) == "heic"):
+		return string(head[8:12])
+	}
+	return "unknown"
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,272 @@
+package pricing
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/billing"
+)
+
+// Usage is what a request measurably consumed. Every count is non-negative;
+// fields a charge type does not use are ignored.
+//
+// Token counts follow the contract's image token usage object: cached tokens
+// are a subset of input tokens. InputTextTokens therefore counts every text
+// input token, including the ones read from a prompt cache (CachedTextTokens)
+// and the ones written to it (CacheWriteTokens); adapters whose upstream
+// reports cache tokens apart from input tokens add them up before calling.
+type Usage struct {
+	// Requests is the number of successful outputs (images of a request with
+	// n outputs; 1 for a plain request). per_request.
+	Requests int64
+	// InputImages is the number of input (reference) images. per_request.
+	InputImages int64
+	// OutputSeconds is the duration of the generated output. per_second.
+	OutputSeconds int64
+	// InputVideoSeconds is the duration of input video, billed at
+	// inputUnitPrice when the rule sets one. per_second.
+	InputVideoSeconds int64
+
+	// InputTextTokens counts text input tokens including cached ones.
+	InputTextTokens int64
+	// CachedTextTokens are input text tokens read from a prompt cache.
+	CachedTextTokens int64
+	// CacheWriteTokens are input text tokens written to a prompt cache.
+	CacheWriteTokens int64
+	// InputImageTokens counts image input tokens including cached ones.
+	InputImageTokens int64
+	// CachedImageTokens are image input tokens read from a cache.
+	CachedImageTokens int64
+	// OutputTextTokens and OutputImageTokens are the generated tokens.
+	OutputTextTokens  int64
+	OutputImageTokens int64
+
+	// Failed marks a request that did not succeed but still consumed billable
+	// usage (a stream cut after output began): it is charged for its usage
+	// without the minimum-charge floor, which applies to successful requests.
+	Failed bool
+}
+
+// Line is one component of a charge.
+type Line struct {
+	// Item names the quantity: requests, input_images, output_seconds,
+	// input_video_seconds, total_tokens, input_tokens, cached_input_tokens,
+	// cache_write_tokens, image_input_tokens, cached_image_input_tokens,
+	// output_tokens, image_output_tokens, or minimum_charge.
+	Item string
+	// Quantity is the number of units billed.
+	Quantity int64
+	// UnitPriceUSD is the effective price of one unit (per 1 million tokens
+	// for token items), group ratio and peak window included.
+	UnitPriceUSD decimal.Decimal
+	// AmountUSD is the exact amount of the line.
+	AmountUSD decimal.Decimal
+}
+
+// Breakdown explains a charge. TotalUSD is exact; Quota is TotalUSD
+// converted once by billing.QuotaFromUSD.
+type Breakdown struct {
+	// Rule is "namespace/name" of the PriceRule that priced the request.
+	Rule       string
+	ChargeType v1.ChargeType
+	PriceBasis v1.PriceBasis
+	// PeakWindow is the index in spec.peakWindows that applied, -1 off-peak.
+	PeakWindow int
+	// GroupRatio is the rule's group ratio, already included in every price.
+	GroupRatio decimal.Decimal
+	Lines      []Line
+	// SubtotalUSD is the sum of the lines before the minimum charge.
+	SubtotalUSD decimal.Decimal
+	// MinimumApplied is true when the minimum charge raised the total.
+	MinimumApplied bool
+	TotalUSD       decimal.Decimal
+	Quota          billing.Quota
+}
+
+// Charge is the hot-path evaluation: the quota to settle for usage measured
+// on a request accepted at instant at (peak windows are read at that instant
+// so that the estimate and the settlement of one request agree). It equals
+// Quote(...).Quota.
+func (r *Rule) Charge(u Usage, at time.Time) (billing.Quota, error) {
+	total, _, _, err := r.evaluate(&u, at, nil)
+	if err != nil {
+		return 0, err
+	}
+	return billing.QuotaFromUSD(total)
+}
+
+// Quote is Charge with the breakdown of how the amount was reached.
+func (r *Rule) Quote(u Usage, at time.Time) (Breakdown, error) {
+	b := Breakdown{
+		Rule:       r.Key(),
+		ChargeType: r.spec.ChargeType,
+		PriceBasis: r.spec.PriceBasis,
+		GroupRatio: r.ratio,
+		Lines:      make([]Line, 0, 4),
+	}
+	total, sub, win, err := r.evaluate(&u, at, &b.Lines)
+	if err != nil {
+		return Breakdown{}, err
+	}
+	b.PeakWindow = win
+	b.SubtotalUSD = sub
+	b.TotalUSD = total
+	b.MinimumApplied = total.Cmp(sub) != 0
+	if b.Quota, err = billing.QuotaFromUSD(total); err != nil {
+		return Breakdown{}, err
+	}
+	return b, nil
+}
+
+// EstimateInputTokens is the reservation estimate of a text request's input
+// tokens from the size of its JSON body: one token per 3 bytes, rounded up.
+// Text averages 3–4 UTF-8 bytes per token in English and about 3 in CJK
+// scripts, and the body also carries JSON keys and punctuation, so the
+// estimate errs on the high side; settlement corrects it.
+func EstimateInputTokens(bodyBytes int64) int64 {
+	if bodyBytes <= 0 {
+		return 0
+	}
+	return (bodyBytes + 2) / 3
+}
+
+// EstimateText is the quota to reserve before a text request: input tokens
+// estimated from the body size (EstimateInputTokens), all of them priced as
+// uncached input, plus maxTokens output tokens as the upper bound of the
+// output (pass the effective cap: the request's max_tokens, or the route's
+// maxOutputTokens when the request sets none). A per_request rule reserves
+// one request. The minimum charge applies.
+func (r *Rule) EstimateText(bodyBytes, maxTokens int64, at time.Time) (billing.Quota, error) {
+	if maxTokens < 0 {
+		maxTokens = 0
+	}
+	return r.Charge(Usage{
+		Requests:         1,
+		InputTextTokens:  EstimateInputTokens(bodyBytes),
+		OutputTextTokens: maxTokens,
+	}, at)
+}
+
+// MediaRequest describes an image or video submission for a reservation.
+type MediaRequest struct {
+	// Outputs is n, the number of images requested (default 1 when 0).
+	Outputs int64
+	// InputImages is the number of reference images.
+	InputImages int64
+	// DurationSeconds is the requested video duration. A model-decided
+	// duration (-1 in the contract) must be replaced by the model's maximum
+	// before the call.
+	DurationSeconds int64
+	// InputVideoSeconds is the total duration of input videos.
+	InputVideoSeconds int64
+}
+
+// EstimateMedia is the quota to reserve before an image or video submission.
+// per_request reserves n outputs with their reference images, per_second the
+// requested duration. per_token image prices cannot be estimated from the
+// request: ErrCannotEstimate (the caller estimates tokens itself and calls
+// Charge).
+func (r *Rule) EstimateMedia(m MediaRequest, at time.Time) (billing.Quota, error) {
+	if r.spec.ChargeType == v1.ChargePerToken {
+		return 0, fmt.Errorf("%w: %s is priced per token", ErrCannotEstimate, r.Key())
+	}
+	if m.Outputs == 0 {
+		m.Outputs = 1
+	}
+	if m.DurationSeconds < 0 {
+		return 0, fmt.Errorf("%w: duration %d: pass the model's maximum duration for a model-decided duration", ErrInvalidUsage, m.DurationSeconds)
+	}
+	return r.Charge(Usage{
+		Requests:          m.Outputs,
+		InputImages:       m.InputImages,
+		OutputSeconds:     m.DurationSeconds,
+		InputVideoSeconds: m.InputVideoSeconds,
+	}, at)
+}
+
+// summer accumulates exact amounts and, when lines is not nil, the breakdown.
+type summer struct {
+	sum   decimal.Decimal
+	lines *[]Line
+}
+
+func (s *summer) add(item string, qty int64, price decimal.Decimal, perMillion bool) {
+	if qty == 0 {
+		return
+	}
+	amount := price.Mul(decimal.NewFromInt(qty))
+	if perMillion {
+		amount = amount.Shift(-6) // exact: / 1 000 000
+	}
+	s.sum = s.sum.Add(amount)
+	if s.lines != nil {
+		*s.lines = append(*s.lines, Line{Item: item, Quantity: qty, UnitPriceUSD: price, AmountUSD: amount})
+	}
+}
+
+func (u *Usage) validate() error {
+	for _, v := range [...]int64{u.Requests, u.InputImages, u.OutputSeconds, u.InputVideoSeconds,
+		u.InputTextTokens, u.CachedTextTokens, u.CacheWriteTokens, u.InputImageTokens,
+		u.CachedImageTokens, u.OutputTextTokens, u.OutputImageTokens} {
+		if v < 0 {
+			return fmt.Errorf("%w: negative quantity", ErrInvalidUsage)
+		}
+	}
+	return nil
+}
+
+// evaluate computes the exact USD total (minimum included) and the subtotal.
+func (r *Rule) evaluate(u *Usage, at time.Time, lines *[]Line) (total, subtotal decimal.Decimal, win int, err error) {
+	if err := u.validate(); err != nil {
+		return total, subtotal, -1, err
+	}
+	p, win := r.pricesAt(at)
+	s := summer{sum: decimal.Zero, lines: lines}
+	switch r.spec.ChargeType {
+	case v1.ChargePerRequest:
+		s.add("requests", u.Requests, p.unit, false)
+		if p.hasInputImage && u.Requests > 0 {
+			free := int64(0)
+			if r.spec.FreeInputImageCount != nil {
+				free = int64(*r.spec.FreeInputImageCount)
+			}
+			if billed := u.InputImages - free; billed > 0 {
+				// Reference images are billed with every output request.
+				s.add("input_images", billed*u.Requests, p.inputImage, false)
+			}
+		}
+	case v1.ChargePerSecond:
+		s.add("output_seconds", u.OutputSeconds, p.unit, false)
+		if p.hasInput {
+			s.add("input_video_seconds", u.InputVideoSeconds, p.input, false)
+		}
+	case v1.ChargePerToken:
+		if r.spec.PriceBasis == v1.BasisTotalTokens {
+			s.add("total_tokens", u.InputTextTokens+u.InputImageTokens+u.OutputTextTokens+u.OutputImageTokens, p.unit, true)
+			break
+		}
+		uncachedText := u.InputTextTokens - u.CachedTextTokens - u.CacheWriteTokens
+		uncachedImage := u.InputImageTokens - u.CachedImageTokens
+		if uncachedText < 0 || uncachedImage < 0 {
+			return total, subtotal, -1, fmt.Errorf("%w: cached tokens exceed input tokens (cached tokens are a subset of input tokens)", ErrInvalidUsage)
+		}
+		s.add("input_tokens", uncachedText, p.textIn, true)
+		s.add("cached_input_tokens", u.CachedTextTokens, p.cachedTextIn, true)
+		s.add("cache_write_tokens", u.CacheWriteTokens, p.cacheWrite, true)
+		s.add("image_input_tokens", uncachedImage, p.imageIn, true)
+		s.add("cached_image_input_tokens", u.CachedImageTokens, p.cachedImageIn, true)
+		s.add("output_tokens", u.OutputTextTokens, p.textOut, true)
+		s.add("image_output_tokens", u.OutputImageTokens, p.imageOut, true)
+	}
+	subtotal, total = s.sum, s.sum
+	if r.hasMin && !u.Failed && total.Cmp(r.minimum) < 0 {
+		total = r.minimum
+		if lines != nil {
+			*lines = append(*lines, Line{Item: "minimum_charge", Quantity: 1, UnitPriceUSD: r.minimum, AmountUSD: r.minimum.Sub(subtotal)})
+		}
+	}
+	return total, subtotal, win, nil
+}

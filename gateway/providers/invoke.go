@@ -1,0 +1,322 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelgate/modelgate/gateway/translate"
+)
+
+const maxErrorBody = 64 << 10
+
+// Result is a successful upstream call, in the client's protocol.
+type Result struct {
+	// Upstream is the protocol spoken with the upstream.
+	Upstream Protocol
+	// Translated tells whether the request and answer were translated.
+	Translated bool
+	// Body is the complete answer of a non-streaming call.
+	Body []byte
+	// Usage is the usage of a non-streaming call (for streams see
+	// Stream.Usage).
+	Usage Usage
+	// UsageReported tells whether the upstream reported Usage.
+	UsageReported bool
+	// Stream is set for a streaming call.
+	Stream *Stream
+
+	cancel context.CancelFunc
+}
+
+// Close releases the upstream connection. It is safe to call more than once.
+func (r *Result) Close() error {
+	if r == nil {
+		return nil
+	}
+	var err error
+	if r.Stream != nil {
+		err = r.Stream.Close()
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	return err
+}
+
+// Invoke sends the client's request to backend b through provider p and
+// returns the answer in the client's protocol.
+//
+// The upstream protocol is the client's when p speaks it (then the body is
+// forwarded byte for byte except for the model field), else p's first
+// protocol (then the request and the answer are translated). Errors before
+// any byte reached the client are *UpstreamError; a cancelled ctx returns
+// ctx.Err().
+func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, error) {
+	client := req.Protocol
+	if !client.Valid() {
+		return nil, fmt.Errorf("providers: unknown client protocol %q", client)
+	}
+	up := UpstreamProtocol(p, client)
+	clientModel := req.Model
+	if clientModel == "" {
+		clientModel, _ = translate.FieldString(req.Body, "model")
+	}
+	includeUsage := false
+	if client == ChatCompletions && req.Stream {
+		raw, _ := translate.FieldRaw(req.Body, "stream_options", "include_usage")
+		includeUsage = string(raw) == "true"
+	}
+
+	body, err := upstreamBody(client, up, req, b.UpstreamModel, includeUsage)
+	if err != nil {
+		return nil, &UpstreamError{Status: http.StatusBadRequest, Message: err.Error(), Err: err}
+	}
+
+	timeout := b.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	fail := func(err error) (*Result, error) {
+		timer.Stop()
+		cancel()
+		return nil, err
+	}
+	transportErr := func(err error) error {
+		if timedOut.Load() {
+			return &UpstreamError{Status: http.StatusGatewayTimeout, Retryable: true, Message: "upstream timed out", Err: err}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream connection failed", Err: err}
+	}
+
+	resp, err := p.Send(cctx, b, up, body, req.Stream, req.Header)
+	if err != nil {
+		return fail(transportErr(err))
+	}
+	if resp.StatusCode >= 300 {
+		eb, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		return fail(statusError(resp.StatusCode, eb))
+	}
+
+	res := &Result{Upstream: up, Translated: up != client, cancel: cancel}
+	if req.Stream && isEventStream(resp) {
+		timer.Stop()
+		s := newStream(resp.Body, up, client, clientModel, includeUsage, cancel)
+		// Read the first event now: an upstream that fails right away
+		// (an error event before any content) can still be retried.
+		if err := s.prime(); err != nil {
+			s.Close()
+			return fail(transportErrOr(err, transportErr))
+		}
+		res.Stream = s
+		return res, nil
+	}
+
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	timer.Stop()
+	if err != nil {
+		return fail(transportErr(err))
+	}
+	if req.Stream {
+		// The upstream answered a stream request with a complete body:
+		// replay it as a stream of the client's protocol.
+		s, err := streamFromBody(raw, up, client, clientModel, includeUsage, cancel)
+		if err != nil {
+			return fail(&UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream sent an unreadable response", Err: err})
+		}
+		res.Stream = s
+		return res, nil
+	}
+	out, usage, err := translate.TranslateResponse(up, client, raw, clientModel)
+	if err != nil {
+		return fail(&UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream sent an unreadable response", Err: err})
+	}
+	_, res.UsageReported = translate.ResponseUsage(up, raw)
+	res.Body, res.Usage = out, usage
+	return res, nil
+}
+
+func transportErrOr(err error, f func(error) error) error {
+	if _, ok := AsUpstreamError(err); ok {
+		return err
+	}
+	return f(err)
+}
+
+// upstreamBody is the body sent upstream: the client's bytes with the model
+// rewritten, or a translation.
+func upstreamBody(client, up Protocol, req Request, upstreamModel string, includeUsage bool) ([]byte, error) {
+	if client != up {
+		return translate.TranslateRequest(client, up, req.Body, upstreamModel)
+	}
+	body, err := translate.SetModel(req.Body, upstreamModel)
+	if err != nil {
+		return nil, err
+	}
+	if up == ChatCompletions && req.Stream && !includeUsage {
+		// Ask for the usage chunk for billing; the stream drops it again.
+		if _, ok := translate.FieldRaw(body, "stream_options"); ok {
+			return translate.SetField(body, []byte("true"), "stream_options", "include_usage")
+		}
+		return translate.SetField(body, []byte(`{"include_usage":true}`), "stream_options")
+	}
+	return body, nil
+}
+
+func isEventStream(resp *http.Response) bool {
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+}
+
+// Stream yields the answer of a streaming call as client-protocol events.
+// It is not safe for concurrent use.
+type Stream struct {
+	body   io.ReadCloser
+	rd     *translate.SSEReader
+	tr     *translate.StreamTranslator
+	cancel context.CancelFunc
+
+	first    translate.Event
+	hasFirst bool
+	pending  []Event
+	pos      int
+	err      error
+	closed   atomic.Bool
+}
+
+func newStream(body io.ReadCloser, up, client Protocol, model string, includeUsage bool, cancel context.CancelFunc) *Stream {
+	return &Stream{
+		body:   body,
+		rd:     translate.NewSSEReader(body),
+		tr:     translate.NewStreamTranslator(up, client, model, translate.StreamOptions{IncludeUsage: includeUsage}),
+		cancel: cancel,
+	}
+}
+
+// prime reads the first upstream event and turns an immediate error event
+// into an UpstreamError.
+func (s *Stream) prime() error {
+	ev, err := s.rd.Next()
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	name := ev.Name
+	if name == "" {
+		name, _ = translate.FieldString(ev.Data, "type")
+	}
+	if name == "error" || name == "response.failed" || (ev.Name == "" && bytes.HasPrefix(ev.Data, []byte(`{"error"`))) {
+		body := append([]byte(nil), ev.Data...)
+		status := http.StatusBadGateway
+		if typ, _ := translate.FieldString(body, "error", "type"); typ == "overloaded_error" {
+			status = 529
+		} else if typ == "rate_limit_error" {
+			status = http.StatusTooManyRequests
+		}
+		ue := statusError(status, body)
+		ue.Retryable = true
+		return ue
+	}
+	s.first, s.hasFirst = ev, true
+	return nil
+}
+
+// Next returns the next client event. The event's Data is valid until the
+// next call. At the end it returns io.EOF, or another error when the
+// upstream broke off (a translated stream still ends with a well-formed
+// error event before that).
+func (s *Stream) Next() (Event, error) {
+	for s.pos >= len(s.pending) {
+		if s.err != nil {
+			return Event{}, s.err
+		}
+		var ev translate.Event
+		var err error
+		if s.hasFirst {
+			ev, s.hasFirst = s.first, false
+		} else {
+			ev, err = s.rd.Next()
+		}
+		if err != nil {
+			complete := s.tr.Done()
+			s.pending, s.pos = s.tr.Finish(), 0
+			switch {
+			case err == io.EOF && complete:
+				s.err = io.EOF
+			case err == io.EOF:
+				s.err = io.ErrUnexpectedEOF
+			case s.closed.Load():
+				s.err = errors.New("providers: stream closed")
+			default:
+				s.err = err
+			}
+			continue
+		}
+		s.pending, err = s.tr.Translate(ev)
+		s.pos = 0
+		if err != nil {
+			s.err = err
+			s.pending = s.tr.Finish()
+		}
+	}
+	ev := s.pending[s.pos]
+	s.pos++
+	return ev, nil
+}
+
+// Usage is the usage so far; after Next returned an error it is final. When
+// the upstream reported none, OutputTokens is estimated from the streamed
+// text and ReportedTotalTokens is nil.
+func (s *Stream) Usage() Usage { return s.tr.Usage() }
+
+// UsageReported tells whether the upstream reported the usage.
+func (s *Stream) UsageReported() bool { return s.tr.Reported() }
+
+// Complete tells whether the upstream's final event was seen.
+func (s *Stream) Complete() bool { return s.tr.Done() }
+
+// Close releases the upstream connection.
+func (s *Stream) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	err := s.body.Close()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	return err
+}
+
+// streamFromBody turns a complete upstream answer into a client stream.
+func streamFromBody(raw []byte, up, client Protocol, model string, includeUsage bool, cancel context.CancelFunc) (*Stream, error) {
+	r, err := translate.DecodeResponse(up, raw)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := translate.NewStreamEncoder(up, model, true)
+	var evs []translate.Event
+	for _, se := range translate.ResponseEvents(r) {
+		evs = enc.Encode(se, evs)
+	}
+	for _, ev := range evs {
+		buf.Write(ev.AppendSSE(nil))
+	}
+	s := newStream(io.NopCloser(&buf), up, client, model, includeUsage, cancel)
+	return s, nil
+}

@@ -1,0 +1,65 @@
+// Package openai is the provider for upstreams that speak OpenAI's Chat
+// Completions and Responses APIs.
+package openai
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/modelgate/modelgate/gateway/providers"
+)
+
+// Name is the provider's registered name.
+const Name = "openai"
+
+// DefaultBaseURL is used when a backend has no base URL.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+func init() { providers.Register(Name, New(nil)) }
+
+// Provider sends chat-completions and responses requests.
+type Provider struct {
+	client *http.Client
+}
+
+// New returns a provider using client (nil: providers.Client).
+func New(client *http.Client) *Provider {
+	if client == nil {
+		client = providers.Client
+	}
+	return &Provider{client: client}
+}
+
+// Protocols implements providers.Provider: chat completions first, so that a
+// messages client is translated to the most widely implemented API.
+func (*Provider) Protocols() []providers.Protocol {
+	return []providers.Protocol{providers.ChatCompletions, providers.Responses}
+}
+
+// Send implements providers.Provider. Backend options: "organization" and
+// "project" set the OpenAI-Organization and OpenAI-Project headers.
+func (p *Provider) Send(ctx context.Context, b providers.Backend, proto providers.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+	base := b.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	path := "/v1/chat/completions"
+	if proto == providers.Responses {
+		path = "/v1/responses"
+	}
+	req, err := providers.NewJSONRequest(ctx, providers.Endpoint(base, path), body, stream)
+	if err != nil {
+		return nil, err
+	}
+	if b.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(b.APIKey))
+	}
+	if v := b.Options["organization"]; v != "" {
+		req.Header.Set("OpenAI-Organization", v)
+	}
+	if v := b.Options["project"]; v != "" {
+		req.Header.Set("OpenAI-Project", v)
+	}
+	return p.client.Do(req)
+}

@@ -1,0 +1,23 @@
+// Package store is the ledger: tenants, tokens, grants, quota reservations,
+// leases and usage rows in one SQL schema served by PostgreSQL (pgx) or
+// SQLite (pure-Go modernc.org/sqlite). Open applies the embedded migrations.
+//
+// Callers:
+//
+//   - Tenant controller: EnsureTenant → user ID, ApplyGrant (exactly once per
+//     grant ID), SetTenantUnlimited, TenantBalance for status.
+//   - ApiToken controller: EnsureToken → token ID (initial quota set once),
+//     UpdateTokenLimits, TokenUsage for status.
+//   - Gateway hot path: a Leaser per replica (Reserve, Settle, Release; no
+//     I/O in steady state), usage rows through gateway/usagelog, which calls
+//     InsertUsage. The Charge returned by Leaser.Settle goes on the row.
+//   - Asynchronous tasks and anything that must survive a restart between
+//     reserve and settle: Reserve, Settle, Refund by request ID.
+//   - Housekeeping on any replica: SweepExpiredLeases, RefundStale.
+//   - Usage endpoints: ListUsage, SummarizeUsage (ErrInvalidQuery → 422,
+//     ErrQueryTimeout → 503).
+//
+// All money is billing.Quota. Lock order in every transaction is reservation
+// → token → tenant → lease, so concurrent transactions never deadlock.
+// docs/billing.md explains the phases, the lease design and its invariant.
+package store

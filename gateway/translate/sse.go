@@ -1,0 +1,108 @@
+package translate
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+)
+
+// SSEReader reads server-sent events. It is allocation-light: the Data of a
+// returned Event aliases an internal buffer and is valid only until the next
+// call to Next.
+type SSEReader struct {
+	r    *bufio.Reader
+	data []byte
+	line []byte
+}
+
+// NewSSEReader returns a reader of the events in r.
+func NewSSEReader(r io.Reader) *SSEReader {
+	return &SSEReader{r: bufio.NewReaderSize(r, 16<<10)}
+}
+
+var knownEventNames = map[string]string{}
+
+func init() {
+	for _, n := range []string{
+		"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+		"message_delta", "message_stop", "ping", "error",
+		"response.created", "response.in_progress", "response.completed", "response.incomplete",
+		"response.failed", "response.output_item.added", "response.output_item.done",
+		"response.content_part.added", "response.content_part.done", "response.output_text.delta",
+		"response.output_text.done", "response.function_call_arguments.delta",
+		"response.function_call_arguments.done", "response.reasoning_summary_text.delta",
+		"response.reasoning_summary_text.done", "response.reasoning_summary_part.added",
+		"response.reasoning_summary_part.done", "response.refusal.delta", "response.refusal.done",
+	} {
+		knownEventNames[n] = n
+	}
+}
+
+func eventName(b []byte) string {
+	if n, ok := knownEventNames[string(b)]; ok {
+		return n
+	}
+	return string(b)
+}
+
+// Next returns the next event with a data field. It returns io.EOF after the
+// last event, and io.ErrUnexpectedEOF when the stream ends inside an event
+// that has no data.
+func (s *SSEReader) Next() (Event, error) {
+	s.data = s.data[:0]
+	var name string
+	hasData := false
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if err == io.EOF && hasData {
+				return Event{Name: name, Data: s.data}, nil
+			}
+			return Event{}, err
+		}
+		if len(line) == 0 {
+			if hasData {
+				return Event{Name: name, Data: s.data}, nil
+			}
+			name = ""
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "data":
+			if hasData {
+				s.data = append(s.data, '\n')
+			}
+			s.data = append(s.data, value...)
+			hasData = true
+		case "event":
+			name = eventName(value)
+		}
+	}
+}
+
+// readLine returns one line without its terminator; the slice is valid until
+// the next read.
+func (s *SSEReader) readLine() ([]byte, error) {
+	line, err := s.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		s.line = append(s.line[:0], line...)
+		for err == bufio.ErrBufferFull {
+			line, err = s.r.ReadSlice('\n')
+			s.line = append(s.line, line...)
+		}
+		line = s.line
+	}
+	if err != nil && !(err == io.EOF && len(line) > 0) {
+		return nil, err
+	}
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	return line, nil
+}

@@ -1,0 +1,467 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// DecodeRequest parses a request body of protocol p into the neutral form.
+func DecodeRequest(p Protocol, body []byte) (*Request, error) {
+	switch p {
+	case Messages:
+		return decodeMessagesRequest(body)
+	case ChatCompletions:
+		return decodeChatRequest(body)
+	case Responses:
+		return decodeResponsesRequest(body)
+	}
+	return nil, fmt.Errorf("translate: unknown protocol %q", p)
+}
+
+// EncodeRequest renders r as a request body of protocol p for model.
+func EncodeRequest(p Protocol, r *Request, model string) ([]byte, error) {
+	switch p {
+	case Messages:
+		return encodeMessagesRequest(r, model)
+	case ChatCompletions:
+		return encodeChatRequest(r, model)
+	case Responses:
+		return encodeResponsesRequest(r, model)
+	}
+	return nil, fmt.Errorf("translate: unknown protocol %q", p)
+}
+
+// DecodeResponse parses a complete (non-streaming) response body of protocol
+// p.
+func DecodeResponse(p Protocol, body []byte) (*Response, error) {
+	switch p {
+	case Messages:
+		return decodeMessagesResponse(body)
+	case ChatCompletions:
+		return decodeChatResponse(body)
+	case Responses:
+		return decodeResponsesResponse(body)
+	}
+	return nil, fmt.Errorf("translate: unknown protocol %q", p)
+}
+
+// EncodeResponse renders r as a complete response body of protocol p. IDs
+// get the protocol's prefix (msg_, chatcmpl-, resp_) when r.ID lacks it.
+func EncodeResponse(p Protocol, r *Response) ([]byte, error) {
+	switch p {
+	case Messages:
+		return encodeMessagesResponse(r)
+	case ChatCompletions:
+		return encodeChatResponse(r)
+	case Responses:
+		return encodeResponsesResponse(r)
+	}
+	return nil, fmt.Errorf("translate: unknown protocol %q", p)
+}
+
+// ResponseUsage reads the usage of a complete response body of protocol p
+// without decoding the rest. It returns false when the body has none.
+func ResponseUsage(p Protocol, body []byte) (Usage, bool) {
+	switch p {
+	case Messages:
+		return messagesUsageOf(body)
+	case ChatCompletions:
+		return chatUsageOf(body)
+	case Responses:
+		return responsesUsageOf(body)
+	}
+	return Usage{}, false
+}
+
+// TranslateRequest converts a client request body of protocol from into a
+// body of protocol to for upstreamModel. When from == to only the model field
+// is rewritten and every other byte is kept.
+func TranslateRequest(from, to Protocol, body []byte, upstreamModel string) ([]byte, error) {
+	if from == to {
+		return SetModel(body, upstreamModel)
+	}
+	r, err := DecodeRequest(from, body)
+	if err != nil {
+		return nil, err
+	}
+	if upstreamModel == "" {
+		upstreamModel = r.Model
+	}
+	return EncodeRequest(to, r, upstreamModel)
+}
+
+// TranslateResponse converts a complete upstream response of protocol from
+// into protocol to, with clientModel as its model, and returns its usage.
+// When from == to the body is kept except for the model field.
+func TranslateResponse(from, to Protocol, body []byte, clientModel string) ([]byte, Usage, error) {
+	if from == to {
+		u, _ := ResponseUsage(from, body)
+		out, err := SetModel(body, clientModel)
+		return out, u, err
+	}
+	r, err := DecodeResponse(from, body)
+	if err != nil {
+		return nil, Usage{}, err
+	}
+	if clientModel != "" {
+		r.Model = clientModel
+	}
+	out, err := EncodeResponse(to, r)
+	return out, r.Usage, err
+}
+
+// SetModel rewrites the top-level "model" string of body. An empty model, or
+// one equal to the current value, returns body unchanged.
+func SetModel(body []byte, model string) ([]byte, error) {
+	if model == "" {
+		return body, nil
+	}
+	if cur, ok := FieldRaw(body, "model"); ok && len(cur) == len(model)+2 && string(cur[1:len(cur)-1]) == model {
+		return body, nil
+	}
+	return SetString(body, model, "model")
+}
+
+// StreamEncoder renders neutral stream events in one protocol. The simulated
+// provider uses it to produce its native stream.
+type StreamEncoder interface {
+	Encode(ev StreamEvent, out []Event) []Event
+}
+
+type encoderFunc func(StreamEvent, []Event) []Event
+
+func (f encoderFunc) Encode(ev StreamEvent, out []Event) []Event { return f(ev, out) }
+
+// NewStreamEncoder returns an encoder of protocol p. includeUsage adds the
+// chat-completions usage chunk (stream_options.include_usage).
+func NewStreamEncoder(p Protocol, model string, includeUsage bool) StreamEncoder {
+	switch p {
+	case Messages:
+		return encoderFunc(newMessagesEncoder(model).encode)
+	case ChatCompletions:
+		return encoderFunc(newChatEncoder(model, includeUsage).encode)
+	default:
+		return encoderFunc(newResponsesEncoder(model).encode)
+	}
+}
+
+type streamDecoder interface {
+	decode(ev Event, out []StreamEvent) ([]StreamEvent, error)
+	finish(out []StreamEvent) []StreamEvent
+}
+
+func newStreamDecoder(p Protocol) streamDecoder {
+	switch p {
+	case Messages:
+		return &messagesDecoder{}
+	case ChatCompletions:
+		return newChatDecoder()
+	default:
+		return newResponsesDecoder()
+	}
+}
+
+// StreamOptions tune a StreamTranslator.
+type StreamOptions struct {
+	// IncludeUsage: a chat-completions client asked for the usage chunk
+	// (stream_options.include_usage). When false and the upstream is
+	// chat-completions too, the usage chunk the gateway requested for its
+	// own accounting is dropped from the client stream.
+	IncludeUsage bool
+}
+
+// StreamTranslator turns an upstream SSE stream of one protocol into the
+// client's protocol while counting usage. It is not safe for concurrent
+// use; returned slices are valid until the next call.
+type StreamTranslator struct {
+	from, to Protocol
+	model    string
+	opts     StreamOptions
+	dec      streamDecoder
+	enc      StreamEncoder
+	evs      []StreamEvent
+	out      []Event
+
+	usage       Usage
+	reported    bool
+	deltaBytes  int64
+	deltaChunks int64
+	done        bool
+}
+
+// NewStreamTranslator returns a translator from upstream protocol from to
+// client protocol to; clientModel is the model the client sees.
+func NewStreamTranslator(from, to Protocol, clientModel string, opts StreamOptions) *StreamTranslator {
+	t := &StreamTranslator{from: from, to: to, model: clientModel, opts: opts}
+	if from != to {
+		t.dec = newStreamDecoder(from)
+		t.enc = NewStreamEncoder(to, clientModel, opts.IncludeUsage)
+	}
+	return t
+}
+
+// Translate consumes one upstream event and returns the client events it
+// produces (possibly none).
+func (t *StreamTranslator) Translate(ev Event) ([]Event, error) {
+	t.out = t.out[:0]
+	if t.dec == nil {
+		return t.passThrough(ev)
+	}
+	var err error
+	t.evs, err = t.dec.decode(ev, t.evs[:0])
+	if err != nil {
+		return nil, err
+	}
+	return t.encode(), nil
+}
+
+// Finish is called at the upstream's EOF: it closes whatever the upstream
+// left open (a translated stream always ends well-formed, with an error
+// event when the upstream stopped early) and returns the last client events.
+func (t *StreamTranslator) Finish() []Event {
+	t.out = t.out[:0]
+	if t.dec == nil || t.done {
+		return nil
+	}
+	t.evs = t.dec.finish(t.evs[:0])
+	return t.encode()
+}
+
+func (t *StreamTranslator) encode() []Event {
+	for i := range t.evs {
+		ev := &t.evs[i]
+		switch ev.Kind {
+		case EvDelta:
+			t.deltaBytes += int64(len(ev.Text))
+			t.deltaChunks++
+		case EvStart:
+			t.usage = ev.Usage
+		case EvFinish:
+			t.done = true
+			if ev.UsageReported {
+				t.usage, t.reported = ev.Usage, true
+			} else {
+				ev.Usage = t.Usage()
+			}
+		case EvError:
+			t.done = true
+		}
+		t.out = t.enc.Encode(*ev, t.out)
+	}
+	return t.out
+}
+
+// Usage returns the usage seen so far: the upstream's report when it sent
+// one (reported true), else an estimate of the output tokens from the text
+// streamed (ReportedTotalTokens nil).
+func (t *StreamTranslator) Usage() Usage {
+	if t.reported {
+		return t.usage
+	}
+	u := t.usage
+	u.ReportedTotalTokens = nil
+	if u.OutputTokens == 0 {
+		u.OutputTokens = max((t.deltaBytes+3)/4, t.deltaChunksEstimate())
+	}
+	return u
+}
+
+func (t *StreamTranslator) deltaChunksEstimate() int64 {
+	if t.from == ChatCompletions {
+		return t.deltaChunks // chat upstreams send about one token per chunk
+	}
+	return 0
+}
+
+// Reported tells whether the upstream reported the final usage.
+func (t *StreamTranslator) Reported() bool { return t.reported }
+
+// Done tells whether the upstream's terminal event was seen.
+func (t *StreamTranslator) Done() bool { return t.done }
+
+var (
+	keyModel = []byte(`"model"`)
+	keyUsage = []byte(`"usage"`)
+)
+
+// passThrough forwards an event of the client's own protocol, rewriting only
+// the model and observing usage.
+func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
+	name := ev.Name
+	switch t.from {
+	case Messages:
+		if name == "" {
+			name, _ = FieldString(ev.Data, "type")
+		}
+		switch name {
+		case "message_start":
+			if raw, ok := FieldRaw(ev.Data, "message", "usage"); ok {
+				var u mUsage
+				if json.Unmarshal(raw, &u) == nil {
+					t.usage = u.toUsage()
+				}
+			}
+			ev.Data = t.patchModel(ev.Data, "message", "model")
+		case "content_block_delta":
+			for _, k := range [...]string{"text", "partial_json", "thinking"} {
+				if raw, ok := FieldRaw(ev.Data, "delta", k); ok {
+					t.deltaBytes += int64(len(raw) - 2)
+					break
+				}
+			}
+		case "message_delta":
+			if raw, ok := FieldRaw(ev.Data, "usage"); ok {
+				var u mUsage
+				if json.Unmarshal(raw, &u) == nil {
+					t.reported = true
+					t.usage.OutputTokens = u.OutputTokens
+					if u.InputTokens > 0 {
+						t.usage.InputTokens = u.InputTokens
+					}
+					if u.CacheReadInputTokens != nil {
+						t.usage.CacheReadTokens = u.CacheReadInputTokens
+					}
+					if u.CacheCreationInputTokens != nil {
+						t.usage.CacheWriteTokens = u.CacheCreationInputTokens
+					}
+				}
+			}
+		case "message_stop", "error":
+			t.done = true
+		}
+	case ChatCompletions:
+		if ev.IsDone() {
+			t.done = true
+			break
+		}
+		if bytes.Contains(ev.Data, keyUsage) {
+			if raw, ok := FieldRaw(ev.Data, "usage"); ok && string(raw) != "null" {
+				var u cUsage
+				if json.Unmarshal(raw, &u) == nil {
+					t.usage, t.reported = u.toUsage(), true
+				}
+				if !t.opts.IncludeUsage {
+					if ch, ok := FieldRaw(ev.Data, "choices"); ok && isEmptyArray(ch) {
+						return t.out, nil
+					}
+				}
+			}
+		}
+		t.deltaChunks++
+		if bytes.Contains(ev.Data, keyModel) {
+			ev.Data = t.patchModel(ev.Data, "model")
+		}
+	case Responses:
+		if name == "" {
+			name, _ = FieldString(ev.Data, "type")
+		}
+		switch name {
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta":
+			if raw, ok := FieldRaw(ev.Data, "delta"); ok {
+				t.deltaBytes += int64(len(raw) - 2)
+			}
+		case "response.completed", "response.incomplete", "response.failed":
+			t.done = true
+			if raw, ok := FieldRaw(ev.Data, "response", "usage"); ok && string(raw) != "null" {
+				var u rUsage
+				if json.Unmarshal(raw, &u) == nil {
+					t.usage, t.reported = u.toUsage(), true
+				}
+			}
+			ev.Data = t.patchModel(ev.Data, "response", "model")
+		case "response.created", "response.in_progress":
+			ev.Data = t.patchModel(ev.Data, "response", "model")
+		}
+	}
+	t.out = append(t.out, ev)
+	return t.out, nil
+}
+
+func isEmptyArray(raw []byte) bool {
+	return len(bytes.TrimSpace(raw)) == 2 && raw[0] == '['
+}
+
+func (t *StreamTranslator) patchModel(data []byte, keys ...string) []byte {
+	if t.model == "" {
+		return data
+	}
+	cur, ok := FieldRaw(data, keys...)
+	if !ok || (len(cur) == len(t.model)+2 && string(cur[1:len(cur)-1]) == t.model) {
+		return data
+	}
+	out, err := SetString(data, t.model, keys...)
+	if err != nil {
+		return data
+	}
+	return out
+}
+
+// ErrorBody renders an error in the client protocol's shape: messages
+// {"type":"error","error":{"type","message"}}; chat_completions and responses
+// {"error":{"message","type","param","code"}}. The error type follows the
+// HTTP status.
+func ErrorBody(p Protocol, status int, message string) []byte {
+	if p == Messages {
+		return messagesErrorBody(MessagesErrorType(status), message)
+	}
+	return openAIErrorBody(OpenAIErrorType(status), message)
+}
+
+// MessagesErrorType is the messages protocol's error type for an HTTP status.
+func MessagesErrorType(status int) string {
+	switch status {
+	case 400, 422:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 503, 529:
+		return "overloaded_error"
+	case 504:
+		return "timeout_error"
+	}
+	return "api_error"
+}
+
+// OpenAIErrorType is the OpenAI protocols' error type for an HTTP status.
+func OpenAIErrorType(status int) string {
+	switch status {
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 429:
+		return "rate_limit_error"
+	}
+	if status >= 500 {
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// ErrorMessage extracts error.message (or message) from an upstream error
+// body of any protocol.
+func ErrorMessage(body []byte) (string, bool) {
+	if s, ok := FieldString(body, "error", "message"); ok {
+		return s, true
+	}
+	if s, ok := FieldString(body, "message"); ok {
+		return s, true
+	}
+	if s, ok := FieldString(body, "error"); ok {
+		return s, true
+	}
+	return "", false
+}

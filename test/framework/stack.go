@@ -1,0 +1,178 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/wire"
+)
+
+// Stack is the whole system in one test process: a real control plane, a
+// real ledger, the controllers and the gateway on a loopback port.
+type Stack struct {
+	*Env
+	Ledger  *store.Store
+	BaseURL string
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// StackOptions configure StartStack.
+type StackOptions struct {
+	// DSN of the ledger; empty means a SQLite file in dir.
+	DSN string
+	// Dir holds the SQLite file when DSN is empty.
+	Dir string
+}
+
+// StartStack starts the control plane, opens the ledger and runs the
+// controllers and the gateway until Stop.
+func StartStack(o StackOptions) (*Stack, error) {
+	env, err := Start()
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Env: env, done: make(chan error, 1)}
+	if err := s.start(o); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start(o StackOptions) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	dsn := o.DSN
+	if dsn == "" {
+		dsn = "sqlite://" + filepath.Join(o.Dir, "ledger.db")
+	}
+	var err error
+	if s.Ledger, err = store.Open(ctx, dsn); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
+		Scheme: s.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: time.Second}); err != nil {
+		return err
+	}
+	gw, err := wire.Gateway(mgr, s.Ledger, wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	go func() { s.done <- mgr.Start(ctx) }()
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
+		return gw.Addr() != "", nil
+	}); err != nil {
+		return fmt.Errorf("gateway did not start: %w", err)
+	}
+	s.BaseURL = "http://" + gw.Addr()
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
+		resp, err := http.Get(s.BaseURL + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// Stop stops the gateway and controllers, closes the ledger and stops the
+// control plane.
+func (s *Stack) Stop() error {
+	if s.cancel != nil {
+		s.cancel()
+		select {
+		case <-s.done:
+		case <-time.After(Timeout):
+		}
+	}
+	if s.Ledger != nil {
+		_ = s.Ledger.Close()
+	}
+	return s.Env.Stop()
+}
+
+// Account is a tenant with a ready key, made for one test.
+type Account struct {
+	Namespace string
+	Tenant    *v1.Tenant
+	Token     *v1.ApiToken
+	Key       string
+}
+
+// NewAccount creates a namespace, a Tenant with the given grants and spec
+// tweaks, and an ApiToken, and waits until both are ready.
+func (s *Stack) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.ApiTokenSpec) (*Account, error) {
+	ns := NewNamespace("acct")
+	if err := s.Client.Create(ctx, ns); err != nil {
+		return nil, err
+	}
+	a := &Account{Namespace: ns.Name}
+	a.Tenant = &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "acct", Namespace: ns.Name}, Spec: tenant}
+	if err := s.Client.Create(ctx, a.Tenant); err != nil {
+		return nil, err
+	}
+	if token.DisplayName == "" {
+		token.DisplayName = "test key"
+	}
+	a.Token = &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: ns.Name}, Spec: token}
+	if err := s.Client.Create(ctx, a.Token); err != nil {
+		return nil, err
+	}
+	if err := s.WaitReady(ctx, a.Tenant); err != nil {
+		return nil, err
+	}
+	if err := s.WaitReady(ctx, a.Token); err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: a.Token.Status.SecretName}, secret); err != nil {
+		return nil, err
+	}
+	a.Key = string(secret.Data[controllers.APIKeySecretKey])
+	return a, nil
+}
+
+// WaitReady waits for obj's Ready condition and reloads it.
+func (s *Stack) WaitReady(ctx context.Context, obj client.Object) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		var conds []metav1.Condition
+		switch o := obj.(type) {
+		case *v1.Tenant:
+			conds = o.Status.Conditions
+		case *v1.ApiToken:
+			conds = o.Status.Conditions
+		case *v1.ModelRoute:
+			conds = o.Status.Conditions
+		default:
+			return false, fmt.Errorf("WaitReady: unsupported %T", obj)
+		}
+		return meta.IsStatusConditionTrue(conds, v1.ConditionReady), nil
+	})
+}
