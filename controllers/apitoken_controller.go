@@ -69,7 +69,11 @@ func (r *ApiTokenReconciler) reconcile(ctx context.Context, tok *v1.ApiToken) (c
 		return ctrl.Result{}, err
 	}
 	if tenant == nil {
-		// The Tenant watch wakes us when it becomes ready.
+		// Without its tenant (not ready yet, or deleted) a key cannot be used;
+		// its ledger history stays. The Tenant watch wakes us when it is ready.
+		if tok.Status.TokenID != 0 {
+			tok.Status.State = v1.TokenDisabled
+		}
 		setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, false, ReasonTenantNotReady,
 			"no ready Tenant in namespace "+tok.Namespace)
 		return ctrl.Result{}, nil

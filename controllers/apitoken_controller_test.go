@@ -100,14 +100,26 @@ var _ = Describe("ApiToken controller", func() {
 			Spec: v1.ApiTokenSpec{DisplayName: "off", Disabled: true, Quota: ptr.To[int64](1)}}
 		empty := &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: ns},
 			Spec: v1.ApiTokenSpec{DisplayName: "empty"}}
+		spent := &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "spent", Namespace: ns},
+			Spec: v1.ApiTokenSpec{DisplayName: "spent", Quota: ptr.To[int64](1000)}}
 		soon := metav1.NewTime(time.Now().Add(3 * time.Second).Truncate(time.Second))
 		expiring := &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "expiring", Namespace: ns},
 			Spec: v1.ApiTokenSpec{DisplayName: "expiring", ExpiresAt: &soon, UnlimitedQuota: true}}
-		for _, t := range []*v1.ApiToken{disabled, empty, expiring} {
+		for _, t := range []*v1.ApiToken{disabled, empty, spent, expiring} {
 			Expect(k8s.Create(ctx, t)).To(Succeed())
 		}
 		Expect(readyToken(disabled).Status.State).To(Equal(v1.TokenDisabled))
-		Expect(readyToken(empty).Status.State).To(Equal(v1.TokenExhausted))
+		// A key made without quota is enabled (each request is refused for
+		// quota); a key that spent its quota is exhausted.
+		Expect(readyToken(empty).Status.State).To(Equal(v1.TokenEnabled))
+		Expect(readyToken(spent).Status.State).To(Equal(v1.TokenEnabled))
+		Expect(ledger.Reserve(ctx, "spend-"+ns, spent.Status.TokenID, spent.Status.UserID, 1000)).To(Succeed())
+		Expect(ledger.Settle(ctx, "spend-"+ns, 1000)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(spent), spent)).To(Succeed())
+			g.Expect(spent.Status.State).To(Equal(v1.TokenExhausted))
+			g.Expect(spent.Status.UsedQuota).To(Equal(int64(1000)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(readyToken(expiring).Status.State).To(Equal(v1.TokenEnabled))
 		// No spec change or watch event happens at the expiry: only the
 		// controller's own requeue can move the state.

@@ -13,6 +13,8 @@ type Options struct {
 	Clock  clock.PassiveClock
 	// SyncPeriod bounds how often ledger figures are mirrored into status.
 	SyncPeriod time.Duration
+	// KnownProvider reports whether a provider adapter exists (nil: any).
+	KnownProvider func(name string) bool
 }
 
 // Setup registers every reconciler with the manager. Indexes are registered
@@ -25,6 +27,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		BalanceSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
-		UsageSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr)
+	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
+		UsageSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider}).SetupWithManager(mgr)
 }

@@ -51,7 +51,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(index.AddIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
 	// A short sync period lets specs watch mirrored ledger figures move.
-	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second})).To(Succeed())
+	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second,
+		KnownProvider: func(name string) bool { return name == "simulated" || name == "openai" || name == "anthropic" }})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

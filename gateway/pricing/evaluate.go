@@ -91,7 +91,20 @@ type Breakdown struct {
 // so that the estimate and the settlement of one request agree). It equals
 // Quote(...).Quota.
 func (r *Rule) Charge(u Usage, at time.Time) (billing.Quota, error) {
-	total, _, _, err := r.evaluate(&u, at, nil)
+	if err := r.checkUsage(&u); err != nil {
+		return 0, err
+	}
+	p, _ := r.pricesAt(at)
+	if q, ok := r.chargeFast(&p.fast, &u); ok {
+		return q, nil
+	}
+	return r.chargeDecimal(&u, at)
+}
+
+// chargeDecimal is Charge in decimal arithmetic only (the reference the
+// fixed-point path is tested against).
+func (r *Rule) chargeDecimal(u *Usage, at time.Time) (billing.Quota, error) {
+	total, _, _, err := r.evaluate(u, at, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -207,7 +220,9 @@ func (s *summer) add(item string, qty int64, price decimal.Decimal, perMillion b
 	}
 }
 
-func (u *Usage) validate() error {
+// checkUsage refuses negative quantities and cached tokens exceeding the
+// input tokens they are a subset of.
+func (r *Rule) checkUsage(u *Usage) error {
 	for _, v := range [...]int64{u.Requests, u.InputImages, u.OutputSeconds, u.InputVideoSeconds,
 		u.InputTextTokens, u.CachedTextTokens, u.CacheWriteTokens, u.InputImageTokens,
 		u.CachedImageTokens, u.OutputTextTokens, u.OutputImageTokens} {
@@ -215,12 +230,16 @@ func (u *Usage) validate() error {
 			return fmt.Errorf("%w: negative quantity", ErrInvalidUsage)
 		}
 	}
+	if r.spec.ChargeType == v1.ChargePerToken && r.spec.PriceBasis == v1.BasisTextInputTokens &&
+		(u.InputTextTokens-u.CachedTextTokens < u.CacheWriteTokens || u.CachedImageTokens > u.InputImageTokens) {
+		return fmt.Errorf("%w: cached tokens exceed input tokens (cached tokens are a subset of input tokens)", ErrInvalidUsage)
+	}
 	return nil
 }
 
 // evaluate computes the exact USD total (minimum included) and the subtotal.
 func (r *Rule) evaluate(u *Usage, at time.Time, lines *[]Line) (total, subtotal decimal.Decimal, win int, err error) {
-	if err := u.validate(); err != nil {
+	if err := r.checkUsage(u); err != nil {
 		return total, subtotal, -1, err
 	}
 	p, win := r.pricesAt(at)

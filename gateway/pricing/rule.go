@@ -78,6 +78,8 @@ type priceSet struct {
 	imageIn, cachedImageIn             decimal.Decimal
 	textOut, imageOut                  decimal.Decimal
 	hasImageTokenPrices, hasCachePrice bool
+
+	fast fastSet // the same prices in fixed point (see fast.go)
 }
 
 type window struct {
@@ -298,6 +300,10 @@ func compileSpec(spec *v1.PriceRuleSpec) (*Rule, error) {
 			return nil, invalid("peakWindows[%d]: %v", i, err)
 		}
 		r.windows = append(r.windows, w)
+	}
+	r.base.fast = buildFast(&r.base, spec.ChargeType, r.minimum)
+	for i := range r.windows {
+		r.windows[i].prices.fast = buildFast(&r.windows[i].prices, spec.ChargeType, r.minimum)
 	}
 	return r, nil
 }

@@ -75,6 +75,15 @@ func TestLeaseInsufficientAndUnbounded(t *testing.T) {
 		_, err = l.Reserve(ctx, "", a.tokenID, a.userID, 250)
 		g.Expect(err).NotTo(HaveOccurred(), "a released hold is reusable locally")
 
+		// Unlimited token, limited tenant: the lease takes from the tenant only.
+		c := newAccount(t, s, 10_000, 0, TokenLimits{Unlimited: true})
+		hc, err := l.Reserve(ctx, "", c.tokenID, c.userID, 100)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tokenBalance(t, s, c.tokenID).Remain).To(BeZero())
+		g.Expect(tenantBalance(t, s, c.userID).Remain).To(BeNumerically("<=", 10_000-100))
+		_, err = s.InsertUsage(ctx, []UsageRow{{RequestID: "c-1", UserID: c.userID, TokenID: c.tokenID, Quota: 60, Charge: settle(t, l, hc, 60)}})
+		g.Expect(err).NotTo(HaveOccurred())
+
 		// Both sides unlimited, no window cap: nothing to lease, rows charge used only.
 		b := newAccount(t, s, 0, 0, TokenLimits{Unlimited: true})
 		g.Expect(s.SetTenantUnlimited(ctx, b.userID, true)).To(Succeed())
@@ -86,6 +95,8 @@ func TestLeaseInsufficientAndUnbounded(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(tenantBalance(t, s, b.userID)).To(Equal(Balance{Used: 7, Unlimited: true}))
 		g.Expect(l.Close(ctx)).To(Succeed())
+		g.Expect(tokenBalance(t, s, c.tokenID).Balance).To(Equal(Balance{Remain: 0, Used: 60, Unlimited: true}))
+		g.Expect(tenantBalance(t, s, c.userID)).To(Equal(Balance{Remain: 10_000 - 60, Used: 60}))
 	})
 }
 

@@ -1,0 +1,76 @@
+package controllers_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/test/framework"
+)
+
+var _ = Describe("ModelRoute controller", func() {
+	It("publishes per-backend readiness and follows the credential Secret", func() {
+		ns := newTenantNamespace()
+		route := &v1.ModelRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: ns},
+			Spec: v1.ModelRouteSpec{Model: "chat-model", Backends: []v1.Backend{
+				{Name: "sim", Provider: "simulated"},
+				{Name: "remote", Provider: "openai", BaseURL: "https://upstream.example/v1",
+					CredentialSecretRef: &v1.SecretKeyRef{Name: "upstream", Key: "apiKey"}},
+				{Name: "off", Provider: "simulated", Disabled: true},
+				{Name: "mystery", Provider: "no-such-provider", BaseURL: "https://x.example"},
+			}},
+		}
+		Expect(k8s.Create(ctx, route)).To(Succeed())
+
+		byName := func(g Gomega) map[string]v1.BackendStatus {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(route), route)).To(Succeed())
+			out := map[string]v1.BackendStatus{}
+			for _, b := range route.Status.Backends {
+				out[b.Name] = b
+			}
+			return out
+		}
+		Eventually(func(g Gomega) {
+			st := byName(g)
+			g.Expect(st).To(HaveLen(4))
+			g.Expect(st["sim"].Ready).To(BeTrue())
+			g.Expect(st["remote"].Reason).To(Equal(controllers.ReasonCredentialMissing))
+			g.Expect(st["off"].Reason).To(Equal(controllers.ReasonBackendDisabled))
+			g.Expect(st["mystery"].Reason).To(Equal(controllers.ReasonUnknownProvider))
+			g.Expect(route.Status.ReadyBackends).To(Equal(int32(1)))
+			g.Expect(meta.IsStatusConditionTrue(route.Status.Conditions, v1.ConditionReady)).To(BeTrue())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		By("creating the credential, which readies the remote backend")
+		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: ns},
+			StringData: map[string]string{"apiKey": "upstream-secret"}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(byName(g)["remote"].Ready).To(BeTrue())
+			g.Expect(route.Status.ReadyBackends).To(Equal(int32(2)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		raw, _ := k8sJSON(route.Status)
+		Expect(raw).NotTo(ContainSubstring("upstream-secret"))
+	})
+
+	It("is not ready without a ready backend", func() {
+		ns := newTenantNamespace()
+		route := &v1.ModelRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: "dead", Namespace: ns},
+			Spec:       v1.ModelRouteSpec{Model: "dead", Backends: []v1.Backend{{Name: "a", Provider: "simulated", Disabled: true}}},
+		}
+		Expect(k8s.Create(ctx, route)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(route), route)).To(Succeed())
+			c := meta.FindStatusCondition(route.Status.Conditions, v1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonNoReadyBackend))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+})

@@ -1,0 +1,517 @@
+// Package simulated is the built-in deterministic text provider: no network,
+// it answers through an in-process http.RoundTripper so that calls take the
+// same Invoke path as real upstreams. It serves `modelgate dev`, tests and
+// benchmarks.
+//
+// Two providers are registered: "simulated" speaks the messages protocol and
+// "simulated-openai" speaks chat_completions and responses, so that routing
+// a client to the one that does not speak its protocol exercises
+// translation.
+//
+// What it answers: the text of the last user message (tool results
+// included) with directives removed, or, when asked for a length, that many
+// words of lorem ipsum. Output tokens are words; input tokens are
+// ceil(bytes/4) of all text in the request.
+//
+// Backend.Options (all optional):
+//
+//	latency      delay before the response headers, e.g. "20ms"
+//	chunkDelay   delay between stream chunks, e.g. "5ms"
+//	chunkTokens  words per stream chunk (default 1)
+//	tokens       default answer length in words instead of echoing
+//	failRate     fraction of requests that fail, 0..1, spread evenly and
+//	             deterministically over the backend's requests
+//	failStatus   HTTP status of those failures (default 503)
+//
+// Directives anywhere in the last user message, "[sim:key=value,...]"
+// (several allowed; they override the options):
+//
+//	tokens=N       answer with N words
+//	fail=STATUS    fail with that HTTP status and the protocol's error body
+//	latency=D      as the option
+//	delay=D        chunk delay, as chunkDelay
+//	chunk=N        words per chunk, as chunkTokens
+//	cache_read=N   report N cache-read input tokens
+//	cache_write=N  report N cache-write input tokens
+//	tool[=NAME]    call the tool NAME (default: the first declared tool)
+//	               with arguments {"input": <answer text>}
+//	stop=end_turn|max_tokens|stop_sequence|tool_use   force the stop reason
+//	usage=none     chat_completions streams: send no usage chunk
+//
+// Without cache directives, a messages request that carries cache_control
+// reports its system prompt and all messages but the last as cache reads.
+// max_tokens (and its equivalents) truncates the answer with stop reason
+// max_tokens; a stop sequence in the answer cuts it with stop_sequence.
+package simulated
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/translate"
+)
+
+// Names of the registered providers.
+const (
+	Name       = "simulated"
+	NameOpenAI = "simulated-openai"
+)
+
+func init() {
+	providers.Register(Name, New(providers.Messages))
+	providers.Register(NameOpenAI, New(providers.ChatCompletions, providers.Responses))
+}
+
+// Provider is a simulated upstream speaking the given protocols.
+type Provider struct {
+	protocols []providers.Protocol
+	rt        *Transport
+	client    *http.Client
+}
+
+// New returns a simulated provider speaking protocols (preferred first).
+func New(protocols ...providers.Protocol) *Provider {
+	rt := &Transport{}
+	return &Provider{protocols: protocols, rt: rt, client: &http.Client{Transport: rt}}
+}
+
+// Protocols implements providers.Provider.
+func (p *Provider) Protocols() []providers.Protocol { return p.protocols }
+
+type backendKey struct{}
+
+// Send implements providers.Provider through the in-process Transport.
+func (p *Provider) Send(ctx context.Context, b providers.Backend, proto providers.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+	path := "/v1/messages"
+	switch proto {
+	case providers.ChatCompletions:
+		path = "/v1/chat/completions"
+	case providers.Responses:
+		path = "/v1/responses"
+	}
+	req, err := providers.NewJSONRequest(context.WithValue(ctx, backendKey{}, &b), "http://simulated"+path, body, stream)
+	if err != nil {
+		return nil, err
+	}
+	return p.client.Do(req)
+}
+
+// Transport is an http.RoundTripper that answers POST /v1/messages,
+// /v1/chat/completions and /v1/responses like an upstream would. Backend
+// options come from the request context (set by Provider.Send); without them
+// the defaults apply.
+type Transport struct {
+	counters sync.Map // backend name → *atomic.Uint64
+}
+
+type settings struct {
+	latency, chunkDelay time.Duration
+	chunkTokens         int
+	tokens              int
+	failRate            float64
+	failStatus          int
+	fail                int
+	cacheRead           *int64
+	cacheWrite          *int64
+	tool                *string
+	stop                translate.StopReason
+	noUsage             bool
+}
+
+func (s *settings) set(k, v string) {
+	switch k {
+	case "latency":
+		s.latency, _ = time.ParseDuration(v)
+	case "chunkDelay", "delay":
+		s.chunkDelay, _ = time.ParseDuration(v)
+	case "chunkTokens", "chunk":
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			s.chunkTokens = n
+		}
+	case "tokens":
+		s.tokens, _ = strconv.Atoi(v)
+	case "failRate":
+		s.failRate, _ = strconv.ParseFloat(v, 64)
+	case "failStatus":
+		s.failStatus, _ = strconv.Atoi(v)
+	case "fail":
+		s.fail, _ = strconv.Atoi(v)
+	case "cache_read":
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			s.cacheRead = &n
+		}
+	case "cache_write":
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			s.cacheWrite = &n
+		}
+	case "tool":
+		s.tool = &v
+	case "stop":
+		s.stop = translate.StopReason(v)
+	case "usage":
+		s.noUsage = v == "none"
+	}
+}
+
+// parseDirectives applies every [sim:...] directive in text and returns the
+// text without them.
+func parseDirectives(text string, s *settings) string {
+	if !strings.Contains(text, "[sim:") {
+		return text
+	}
+	var clean strings.Builder
+	for {
+		i := strings.Index(text, "[sim:")
+		if i < 0 {
+			clean.WriteString(text)
+			break
+		}
+		j := strings.IndexByte(text[i:], ']')
+		if j < 0 {
+			clean.WriteString(text)
+			break
+		}
+		clean.WriteString(text[:i])
+		for kv := range strings.FieldsFuncSeq(text[i+5:i+j], func(r rune) bool { return r == ',' || r == ' ' }) {
+			k, v, _ := strings.Cut(kv, "=")
+			s.set(k, v)
+		}
+		text = text[i+j+1:]
+	}
+	return strings.TrimSpace(clean.String())
+}
+
+var errNoBody = errors.New("simulated: request has no body")
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body == nil {
+		return nil, errNoBody
+	}
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	proto := providers.Messages
+	switch {
+	case strings.HasSuffix(req.URL.Path, "/chat/completions"):
+		proto = providers.ChatCompletions
+	case strings.HasSuffix(req.URL.Path, "/responses"):
+		proto = providers.Responses
+	}
+	s := settings{chunkTokens: 1, failStatus: http.StatusServiceUnavailable}
+	var name string
+	if b, ok := req.Context().Value(backendKey{}).(*providers.Backend); ok {
+		name = b.Name
+		for k, v := range b.Options {
+			s.set(k, v)
+		}
+	}
+	ir, err := translate.DecodeRequest(proto, body)
+	if err != nil {
+		return errorResponse(req, proto, http.StatusBadRequest, "invalid request: "+err.Error()), nil
+	}
+	echo := parseDirectives(ir.LastUserText(), &s)
+	if s.failRate > 0 && t.shouldFail(name, s.failRate) && s.fail == 0 {
+		s.fail = s.failStatus
+	}
+	if s.latency > 0 {
+		if err := sleep(req.Context(), s.latency); err != nil {
+			return nil, err
+		}
+	}
+	if s.fail >= 400 {
+		return errorResponse(req, proto, s.fail, "simulated failure"), nil
+	}
+	resp := generate(ir, proto, echo, &s)
+	h := http.Header{"Request-Id": {resp.ID}}
+	if !ir.Stream {
+		out, err := translate.EncodeResponse(proto, resp)
+		if err != nil {
+			return nil, err
+		}
+		h.Set("Content-Type", "application/json")
+		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: h, Request: req,
+			Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out)), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	includeUsage := !s.noUsage
+	if proto == providers.ChatCompletions && includeUsage {
+		raw, _ := translate.FieldRaw(body, "stream_options", "include_usage")
+		includeUsage = string(raw) == "true"
+	}
+	st := &stream{ctx: req.Context(), enc: translate.NewStreamEncoder(proto, resp.Model, includeUsage),
+		evs: streamEvents(resp, s.chunkTokens), delay: s.chunkDelay}
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: h, Request: req, Body: st,
+		ContentLength: -1, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+func (t *Transport) shouldFail(name string, rate float64) bool {
+	c, _ := t.counters.LoadOrStore(name, new(atomic.Uint64))
+	n := float64(c.(*atomic.Uint64).Add(1))
+	return int64(n*rate) > int64((n-1)*rate)
+}
+
+func errorResponse(req *http.Request, proto providers.Protocol, status int, msg string) *http.Response {
+	body := translate.ErrorBody(proto, status, msg)
+	return &http.Response{StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		Header: http.Header{"Content-Type": {"application/json"}}, Request: req,
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+const lorem = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna aliqua "
+
+// loremText returns n words of lorem ipsum.
+func loremText(n int) string {
+	words := strings.Count(lorem, " ")
+	var b strings.Builder
+	b.Grow(n * 6)
+	for n >= words {
+		b.WriteString(lorem)
+		n -= words
+	}
+	rest := lorem
+	for ; n > 0; n-- {
+		i := strings.IndexByte(rest, ' ')
+		b.WriteString(rest[:i+1])
+		rest = rest[i+1:]
+	}
+	return strings.TrimSuffix(b.String(), " ")
+}
+
+// countWords counts output tokens: runs of non-space.
+func countWords(s string) int { return len(strings.Fields(s)) }
+
+// cutWords returns the first n words of s (with their separators).
+func cutWords(s string, n int) string {
+	in := false
+	for i, r := range s {
+		sp := r == ' ' || r == '\n' || r == '\t'
+		if !sp && !in {
+			if n == 0 {
+				return strings.TrimRight(s[:i], " \n\t")
+			}
+			n--
+		}
+		in = !sp
+	}
+	return s
+}
+
+func tokensOf(n int) int64 { return int64((n + 3) / 4) }
+
+func generate(ir *translate.Request, proto providers.Protocol, echo string, s *settings) *translate.Response {
+	text := echo
+	if s.tokens > 0 {
+		text = loremText(s.tokens)
+	} else if text == "" {
+		text = "Hello from the simulated model."
+	}
+	stop := translate.StopEndTurn
+	if ir.MaxTokens > 0 && int64(countWords(text)) > ir.MaxTokens {
+		text = cutWords(text, int(ir.MaxTokens))
+		stop = translate.StopMaxTokens
+	}
+	var stopSeq string
+	for _, seq := range ir.Stop {
+		if i := strings.Index(text, seq); seq != "" && i >= 0 {
+			text, stop, stopSeq = text[:i], translate.StopSequence, seq
+		}
+	}
+	resp := &translate.Response{Model: ir.Model, Created: time.Now().Unix(), Stop: stop, StopSequence: stopSeq}
+	switch proto {
+	case providers.Messages:
+		resp.ID = translate.NewID("msg_")
+	case providers.ChatCompletions:
+		resp.ID = translate.NewID("chatcmpl-")
+	default:
+		resp.ID = translate.NewID("resp_")
+	}
+	if s.tool != nil && len(ir.Tools) > 0 {
+		name := *s.tool
+		if name == "" {
+			name = ir.Tools[0].Name
+		}
+		args, _ := translate.SetString([]byte(`{}`), text, "input")
+		prefix := "toolu_"
+		if proto != providers.Messages {
+			prefix = "call_"
+		}
+		resp.Parts = []translate.Part{{Type: translate.PartToolCall, ID: translate.NewID(prefix), Name: name, Arguments: string(args)}}
+		resp.Stop = translate.StopToolUse
+	} else {
+		resp.Parts = []translate.Part{{Type: translate.PartText, Text: text}}
+	}
+	if s.stop != "" {
+		resp.Stop = s.stop
+	}
+
+	// Usage.
+	var prefix, last int
+	for _, sys := range ir.System {
+		prefix += len(sys)
+	}
+	for _, t := range ir.Tools {
+		prefix += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	for i, m := range ir.Messages {
+		n := 0
+		for _, p := range m.Parts {
+			n += len(p.Text) + len(p.Arguments) + len(p.Data)/8 + len(p.ImageURL)
+		}
+		if i == len(ir.Messages)-1 {
+			last = n
+		} else {
+			prefix += n
+		}
+	}
+	u := translate.Usage{OutputTokens: int64(countWords(text))}
+	if resp.Parts[0].Type == translate.PartToolCall {
+		u.OutputTokens = tokensOf(len(resp.Parts[0].Arguments)) + 1
+	}
+	switch {
+	case s.cacheRead != nil || s.cacheWrite != nil:
+		u.InputTokens = tokensOf(prefix + last)
+		u.CacheReadTokens, u.CacheWriteTokens = s.cacheRead, s.cacheWrite
+	case ir.CacheControl:
+		u.InputTokens = tokensOf(last)
+		u.CacheReadTokens = ptr(tokensOf(prefix))
+		u.CacheWriteTokens = ptr(int64(0))
+	default:
+		u.InputTokens = tokensOf(prefix + last)
+		if proto == providers.Messages {
+			u.CacheReadTokens, u.CacheWriteTokens = ptr(int64(0)), ptr(int64(0))
+		} else {
+			u.CacheReadTokens = ptr(int64(0))
+		}
+	}
+	if proto != providers.Messages {
+		u.ReportedTotalTokens = ptr(u.TotalTokens())
+	}
+	resp.Usage = u
+	return resp
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// streamEvents cuts resp into neutral events, chunkTokens words per delta.
+func streamEvents(resp *translate.Response, chunkTokens int) []translate.StreamEvent {
+	evs := translate.ResponseEvents(resp)
+	out := make([]translate.StreamEvent, 0, len(evs)+countWords(resp.Parts[0].Text)/chunkTokens+2)
+	for _, ev := range evs {
+		if ev.Kind != translate.EvDelta || resp.Parts[0].Type != translate.PartText {
+			out = append(out, ev)
+			continue
+		}
+		for _, piece := range splitChunks(ev.Text, chunkTokens) {
+			out = append(out, translate.StreamEvent{Kind: translate.EvDelta, Index: ev.Index, Text: piece})
+		}
+	}
+	return out
+}
+
+// splitChunks cuts text into pieces of n words, each with the whitespace
+// that follows it, so the pieces concatenate back to text.
+func splitChunks(text string, n int) []string {
+	pieces := make([]string, 0, len(text)/(6*n)+1)
+	start, words, inWord := 0, 0, false
+	for i, r := range text {
+		sp := r == ' ' || r == '\n' || r == '\t'
+		if !sp && !inWord {
+			if words == n {
+				pieces = append(pieces, text[start:i])
+				start, words = i, 0
+			}
+			words++
+		}
+		inWord = !sp
+	}
+	if start < len(text) {
+		pieces = append(pieces, text[start:])
+	}
+	return pieces
+}
+
+// stream renders events as SSE on demand, sleeping delay between deltas.
+type stream struct {
+	ctx    context.Context
+	enc    translate.StreamEncoder
+	evs    []translate.StreamEvent
+	next   int
+	delay  time.Duration
+	buf    []byte
+	off    int
+	out    []translate.Event
+	closed atomic.Bool
+	timer  *time.Timer
+}
+
+func (s *stream) Read(p []byte) (int, error) {
+	for s.off >= len(s.buf) {
+		if s.closed.Load() {
+			return 0, errors.New("simulated: read on closed body")
+		}
+		if s.next >= len(s.evs) {
+			return 0, io.EOF
+		}
+		ev := s.evs[s.next]
+		s.next++
+		if ev.Kind == translate.EvDelta && s.delay > 0 && s.next > 3 {
+			if err := s.wait(); err != nil {
+				return 0, err
+			}
+		}
+		s.out = s.enc.Encode(ev, s.out[:0])
+		s.buf, s.off = s.buf[:0], 0
+		for _, e := range s.out {
+			s.buf = e.AppendSSE(s.buf)
+		}
+	}
+	n := copy(p, s.buf[s.off:])
+	s.off += n
+	return n, nil
+}
+
+func (s *stream) wait() error {
+	if s.timer == nil {
+		s.timer = time.NewTimer(s.delay)
+	} else {
+		s.timer.Reset(s.delay)
+	}
+	select {
+	case <-s.timer.C:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+}
+
+func (s *stream) Close() error {
+	s.closed.Store(true)
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	return nil
+}
