@@ -18,18 +18,18 @@ func TestFastPathEqualsDecimal(t *testing.T) {
 	g := NewWithT(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	price := func() string {
-		switch rng.IntN(4) {
-		case 0:
+		switch rng.IntN(10) {
+		case 0, 1, 2:
 			return fmt.Sprint(rng.IntN(100))
-		case 1:
+		case 3, 4, 5:
 			return fmt.Sprintf("%d.%03d", rng.IntN(10), rng.IntN(1000))
-		case 2:
+		case 6, 7, 8:
 			return fmt.Sprintf("0.%012d", rng.Int64N(1_000_000_000_000)) // 12 decimals
 		}
 		return fmt.Sprintf("%d.%06d", rng.Int64N(1_000_000_000_000_000), rng.IntN(1_000_000)) // huge
 	}
 	qty := func() int64 {
-		switch rng.IntN(5) {
+		switch rng.IntN(12) {
 		case 0:
 			return 0
 		case 1:
@@ -86,8 +86,9 @@ func TestFastPathEqualsDecimal(t *testing.T) {
 			slow++
 		}
 	}
-	g.Expect(fast).To(BeNumerically(">", 500), "the fixed-point path is exercised")
-	g.Expect(slow).To(BeNumerically(">", 100), "the fallback is exercised")
+	t.Logf("fixed point %d, decimal fallback %d", fast, slow)
+	g.Expect(fast).To(BeNumerically(">", 300), "the fixed-point path is exercised")
+	g.Expect(slow).To(BeNumerically(">", 50), "the fallback is exercised")
 }
 
 func BenchmarkChargeDecimal(b *testing.B) {

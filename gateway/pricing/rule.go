@@ -88,7 +88,8 @@ type window struct {
 	prices     priceSet
 }
 
-// Spec returns the rule's spec (a shallow copy; do not modify its pointers).
+// Spec returns the rule's spec (shared with the rule: do not modify what its
+// pointers point to).
 func (r *Rule) Spec() v1.PriceRuleSpec { return r.spec }
 
 // Model is the model ID the rule prices.
@@ -186,7 +187,8 @@ type rawPrices struct {
 }
 
 func compileSpec(spec *v1.PriceRuleSpec) (*Rule, error) {
-	r := &Rule{spec: *spec, group: GroupOf(spec)}
+	// A deep copy: the rule outlives the informer cache object it came from.
+	r := &Rule{spec: *spec.DeepCopy(), group: GroupOf(spec)}
 	if spec.Model == "" {
 		return nil, invalid("model is empty")
 	}

@@ -50,7 +50,7 @@ type rItem struct {
 
 type rContent struct {
 	Type        string             `json:"type"`
-	Text        string             `json:"text"`
+	Text        string             `json:"text,omitempty"`
 	ImageURL    string             `json:"image_url,omitempty"`
 	Annotations *[]json.RawMessage `json:"annotations,omitempty"`
 	Refusal     string             `json:"refusal,omitempty"`
@@ -369,20 +369,20 @@ func encodeResponsesResponse(r *Response) ([]byte, error) {
 	}
 	var items [][]byte
 	for _, p := range r.Parts {
-		items = append(items, responsesItem(p, "completed"))
+		items = append(items, responsesItem(p, "", "completed"))
 	}
 	status, inc := responsesStatus(r.Stop)
 	return responsesObject(id, created, r.Model, status, inc, items, &r.Usage, nil), nil
 }
 
-// responsesItem renders one output item of a finished part.
-func responsesItem(p Part, status string) []byte {
+// responsesItem renders one output item of a finished part; id is the item's
+// ID (generated when empty).
+func responsesItem(p Part, id, status string) []byte {
 	d := make([]byte, 0, 128+len(p.Text)+len(p.Arguments))
 	switch p.Type {
 	case PartToolCall:
-		id := p.Signature // output item id when known
 		if id == "" {
-			id = "fc_" + strings.TrimPrefix(strings.TrimPrefix(p.ID, "call_"), "toolu_")
+			id = NewID("fc_")
 		}
 		d = append(d, `{"type":"function_call","id":`...)
 		d = appendJSONString(d, id)
@@ -396,7 +396,6 @@ func responsesItem(p Part, status string) []byte {
 		d = appendJSONString(d, status)
 		return append(d, '}')
 	case PartThinking:
-		id := p.Signature
 		if id == "" {
 			id = NewID("rs_")
 		}
@@ -410,7 +409,6 @@ func responsesItem(p Part, status string) []byte {
 		}
 		return append(d, "]}"...)
 	default:
-		id := p.ID
 		if id == "" {
 			id = NewID("msg_")
 		}
@@ -774,15 +772,10 @@ func (e *responsesEncoder) itemBody(o *rOpen, status string, added bool) []byte 
 
 func (e *responsesEncoder) finishedItem(o *rOpen, status string) []byte {
 	p := Part{Type: o.part, Text: o.text.String()}
-	switch o.part {
-	case PartToolCall:
-		p = Part{Type: PartToolCall, ID: o.callID, Name: o.name, Arguments: o.text.String(), Signature: o.itemID}
-	case PartThinking:
-		p.Signature = o.itemID
-	default:
-		p.ID = o.itemID
+	if o.part == PartToolCall {
+		p = Part{Type: PartToolCall, ID: o.callID, Name: o.name, Arguments: o.text.String()}
 	}
-	return responsesItem(p, status)
+	return responsesItem(p, o.itemID, status)
 }
 
 func (e *responsesEncoder) partBody(o *rOpen, indexName, part string) []byte {

@@ -1,0 +1,48 @@
+package ratelimit
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestBurstThenRefill(t *testing.T) {
+	g := NewWithT(t)
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	l := &Limiter{Clock: clk}
+	for range 3 {
+		ok, _ := l.Allow("t", 3)
+		g.Expect(ok).To(BeTrue())
+	}
+	ok, wait := l.Allow("t", 3)
+	g.Expect(ok).To(BeFalse())
+	g.Expect(wait).To(BeNumerically("~", 20*time.Second, time.Second))
+	ok, _ = l.Allow("other", 3)
+	g.Expect(ok).To(BeTrue(), "buckets are per key")
+
+	clk.SetTime(clk.Now().Add(20 * time.Second))
+	ok, _ = l.Allow("t", 3)
+	g.Expect(ok).To(BeTrue(), "one request refilled after 20 s")
+}
+
+func TestDefaultsAndUnlimited(t *testing.T) {
+	g := NewWithT(t)
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	l := &Limiter{Clock: clk}
+	for range 1000 {
+		ok, _ := l.Allow("t", 0)
+		g.Expect(ok).To(BeTrue(), "no default: unlimited")
+	}
+	l = &Limiter{Clock: clk, DefaultPerMinute: 1}
+	ok, _ := l.Allow("t", 0)
+	g.Expect(ok).To(BeTrue())
+	ok, _ = l.Allow("t", 0)
+	g.Expect(ok).To(BeFalse())
+	l.Prune(time.Minute)
+	g.Expect(l.buckets).To(HaveLen(1))
+	clk.SetTime(clk.Now().Add(2 * time.Minute))
+	l.Prune(time.Minute)
+	g.Expect(l.buckets).To(BeEmpty())
+}
