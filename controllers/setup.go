@@ -31,5 +31,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		UsageSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider}).SetupWithManager(mgr)
+	if err := (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&PriceRuleReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
 }

@@ -131,7 +131,7 @@ func toInteger(v any, path string) (int64, *ValidationError) {
 		fl, err := strconv.ParseFloat(t.String(), 64)
 		if err != nil || math.IsInf(fl, 0) || math.IsNaN(fl) || fl != math.Trunc(fl) ||
 			fl < math.MinInt64 || fl >= math.MaxInt64 {
-			return 0, invalid(path, "%s must be an integer", path)
+			return 0, invalid(path, "%s must be an integer (got %s)", path, clip(t.String()))
 		}
 		return int64(fl), nil
 	case string:

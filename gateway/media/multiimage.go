@@ -159,36 +159,53 @@ func validateMultiImage(ctx context.Context, body fields, opts Options) (*Normal
 	return out, nil
 }
 
-// probeReferenceImages fetches every reference image concurrently and checks
-// the multi-image family's limits; the error of the lowest index wins.
+// probeReferenceImages fetches every distinct reference image concurrently
+// and checks the multi-image family's limits; the error of the lowest index
+// wins.
 func probeReferenceImages(ctx context.Context, probe ImageProbe, key string, urls []string) *ValidationError {
-	errs := make([]*ValidationError, len(urls))
+	results := map[string]*probeResult{}
 	var wg sync.WaitGroup
-	for i, u := range urls {
+	for _, u := range urls {
+		if _, dup := results[u]; dup {
+			continue
+		}
+		r := &probeResult{}
+		results[u] = r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = checkReferenceImage(ctx, probe, indexPath(key, i), u)
+			r.run(ctx, probe, u)
 		}()
 	}
 	wg.Wait()
-	for _, e := range errs {
-		if e != nil {
-			return e
+	for i, u := range urls {
+		if err := results[u].check(indexPath(key, i)); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func checkReferenceImage(ctx context.Context, probe ImageProbe, path, u string) (verr *ValidationError) {
+type probeResult struct {
+	w, h   int
+	format string
+	size   int64
+	err    error
+}
+
+func (r *probeResult) run(ctx context.Context, probe ImageProbe, u string) {
 	defer func() {
-		if r := recover(); r != nil {
-			verr = invalid(path, "%s could not be read: %v", path, r)
+		if p := recover(); p != nil {
+			r.err = fmt.Errorf("probe failed: %v", p)
 		}
 	}()
-	w, h, format, size, err := probe(ctx, u)
-	if err != nil {
-		return invalid(path, "%s could not be downloaded or read as an image: %s", path, clip(err.Error()))
+	r.w, r.h, r.format, r.size, r.err = probe(ctx, u)
+}
+
+func (r *probeResult) check(path string) *ValidationError {
+	w, h, format, size := r.w, r.h, r.format, r.size
+	if r.err != nil {
+		return invalid(path, "%s could not be downloaded or read as an image: %s", path, clip(r.err.Error()))
 	}
 	switch format {
 	case "jpeg", "jpg", "png":

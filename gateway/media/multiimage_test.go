@@ -310,3 +310,15 @@ func TestMultiImagePixelSize(t *testing.T) {
 		g.Expect([]any{w, h, ok}).To(Equal([]any{tc.w, tc.h, tc.ok}), "%s %s", tc.ratio, tc.res)
 	}
 }
+
+func TestMultiImageProbeDeduplicates(t *testing.T) {
+	g := NewWithT(t)
+	var calls atomic.Int32
+	probe := fakeProbe(map[string]probeAnswer{
+		"https://a.example/0.png": {w: 100, h: 100, format: "png"},
+		"https://a.example/1.png": {w: 100, h: 100, format: "gif"},
+	}, &calls)
+	_, err := Validate(multi, []byte(`{"prompt":"p","image_urls":["https://a.example/0.png"," https://a.example/0.png","https://a.example/1.png","https://a.example/1.png"]}`), Options{ImageProbe: probe})
+	g.Expect(calls.Load()).To(BeEquivalentTo(2))
+	g.Expect(err.Param).To(Equal("image_urls[2]"))
+}

@@ -91,11 +91,14 @@ func (p *HTTPImageProbe) Probe(ctx context.Context, rawURL string) (width, heigh
 
 	counter := &countingReader{r: io.LimitReader(resp.Body, maxBytes+1)}
 	br := bufio.NewReaderSize(counter, 4096)
-	head, _ := br.Peek(512)
-	sniffed := sniffFormat(head)
+	head, peekErr := br.Peek(512)
 	if len(head) == 0 {
+		if peekErr != nil && !errors.Is(peekErr, io.EOF) {
+			return 0, 0, "", 0, fmt.Errorf("download failed: %w", peekErr)
+		}
 		return 0, 0, "", 0, errors.New("the image is empty")
 	}
+	sniffed := sniffFormat(head)
 	cfg, decFormat, decErr := image.DecodeConfig(br)
 	if decErr == nil {
 		width, height, format = cfg.Width, cfg.Height, decFormat

@@ -201,3 +201,21 @@ func TestMultiImageWithHTTPProbe(t *testing.T) {
 		})
 	}
 }
+
+func TestHTTPImageProbeStalledBody(t *testing.T) {
+	g := NewWithT(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	_, _, _, _, err := (&HTTPImageProbe{AllowPrivateNetworks: true, Timeout: 150 * time.Millisecond}).Probe(context.Background(), srv.URL)
+	g.Expect(err).To(MatchError(ContainSubstring("download failed")))
+}

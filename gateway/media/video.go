@@ -397,7 +397,7 @@ func itemDuration(it fields) (float64, *ValidationError) {
 	if err != nil || !ok {
 		return 0, err
 	}
-	if secs <= 0 || secs > 3600 {
+	if secs <= 0 {
 		return 0, invalid(it.path("duration"), "%s must be a positive number of seconds", it.path("duration"))
 	}
 	return secs, nil

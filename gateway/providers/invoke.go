@@ -113,13 +113,17 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 
 	res := &Result{Upstream: up, Translated: up != client, cancel: cancel}
 	if req.Stream && isEventStream(resp) {
-		timer.Stop()
 		s := newStream(resp.Body, up, client, clientModel, includeUsage, cancel)
-		// Read the first event now: an upstream that fails right away
-		// (an error event before any content) can still be retried.
+		// Read the first event now, still under the timeout: an upstream
+		// that fails right away (an error event before any content) can
+		// still be retried.
 		if err := s.prime(); err != nil {
 			s.Close()
 			return fail(transportErrOr(err, transportErr))
+		}
+		if !timer.Stop() {
+			s.Close()
+			return fail(transportErr(context.DeadlineExceeded))
 		}
 		res.Stream = s
 		return res, nil
@@ -141,12 +145,16 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 		res.Stream = s
 		return res, nil
 	}
-	out, usage, err := translate.TranslateResponse(up, client, raw, clientModel)
+	if up == client {
+		res.Usage, res.UsageReported = translate.ResponseUsage(up, raw)
+		res.Body, err = translate.SetModel(raw, clientModel)
+	} else {
+		_, res.UsageReported = translate.ResponseUsage(up, raw)
+		res.Body, res.Usage, err = translate.TranslateResponse(up, client, raw, clientModel)
+	}
 	if err != nil {
 		return fail(&UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream sent an unreadable response", Err: err})
 	}
-	_, res.UsageReported = translate.ResponseUsage(up, raw)
-	res.Body, res.Usage = out, usage
 	return res, nil
 }
 
@@ -194,6 +202,8 @@ type Stream struct {
 	pending  []Event
 	pos      int
 	err      error
+	ended    bool
+	complete bool
 	closed   atomic.Bool
 }
 
@@ -254,6 +264,7 @@ func (s *Stream) Next() (Event, error) {
 		}
 		if err != nil {
 			complete := s.tr.Done()
+			s.ended, s.complete = true, complete
 			s.pending, s.pos = s.tr.Finish(), 0
 			switch {
 			case err == io.EOF && complete:
@@ -271,6 +282,7 @@ func (s *Stream) Next() (Event, error) {
 		s.pos = 0
 		if err != nil {
 			s.err = err
+			s.ended = true
 			s.pending = s.tr.Finish()
 		}
 	}
@@ -287,8 +299,14 @@ func (s *Stream) Usage() Usage { return s.tr.Usage() }
 // UsageReported tells whether the upstream reported the usage.
 func (s *Stream) UsageReported() bool { return s.tr.Reported() }
 
-// Complete tells whether the upstream's final event was seen.
-func (s *Stream) Complete() bool { return s.tr.Done() }
+// Complete tells whether the upstream's final event was seen (a stream
+// that broke off is not complete even though its translation was closed).
+func (s *Stream) Complete() bool {
+	if s.ended {
+		return s.complete
+	}
+	return s.tr.Done()
+}
 
 // Close releases the upstream connection.
 func (s *Stream) Close() error {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -59,26 +60,33 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
+	rows = s.withDefaults(rows)
 	inserted := 0
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		inserted = 0
-		var charged []UsageRow
+		var added, charged []UsageRow
 		for chunk := range slices.Chunk(rows, usageChunk) {
 			fresh, err := s.insertUsageChunk(ctx, tx, chunk)
 			if err != nil {
 				return err
 			}
-			inserted += len(fresh)
 			for _, r := range chunk {
 				// delete: a request ID repeated inside one batch is inserted,
-				// and so charged, once.
-				if fresh[r.RequestID] && r.Charge.Apply {
-					charged = append(charged, r)
+				// and so counted and charged, once.
+				if !fresh[r.RequestID] {
+					continue
 				}
 				delete(fresh, r.RequestID)
+				added = append(added, r)
+				if r.Charge.Apply {
+					charged = append(charged, r)
+				}
 			}
 		}
-		return s.applyCharges(ctx, tx, charged)
+		inserted = len(added)
+		if err := s.applyCharges(ctx, tx, charged); err != nil {
+			return err
+		}
+		return s.addHourly(ctx, tx, added)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("insert %d usage rows: %w", len(rows), err)
@@ -86,27 +94,34 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 	return inserted, nil
 }
 
+// withDefaults returns rows with a zero created_at set to now and an empty
+// billing phase set to settled; the caller's slice is not modified.
+func (s *Store) withDefaults(rows []UsageRow) []UsageRow {
+	now := s.now()
+	out := slices.Clone(rows)
+	for i := range out {
+		if out[i].CreatedAt == 0 {
+			out[i].CreatedAt = now
+		}
+		if out[i].BillingPhase == "" {
+			out[i].BillingPhase = PhaseSettled
+		}
+	}
+	return out
+}
+
 func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRow) (map[string]bool, error) {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO usage_logs (` + usageInsertCols + `) VALUES `)
 	args := make([]any, 0, len(rows)*usageColCount)
-	now := s.now()
 	for i, r := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-		created := r.CreatedAt
-		if created == 0 {
-			created = now
-		}
-		phase := r.BillingPhase
-		if phase == "" {
-			phase = PhaseSettled
-		}
-		args = append(args, r.RequestID, created, r.UserID, r.TokenID, r.TokenName, r.ModelName, r.TaskID,
+		args = append(args, r.RequestID, r.CreatedAt, r.UserID, r.TokenID, r.TokenName, r.ModelName, r.TaskID,
 			r.PromptTokens, r.CompletionTokens, r.CacheTokens, r.CacheCreationTokens, r.ReportedTotalTokens,
-			r.PromptTokens+r.CompletionTokens, phase, int64(r.Quota), r.Backend)
+			r.PromptTokens+r.CompletionTokens, r.BillingPhase, int64(r.Quota), r.Backend)
 	}
 	b.WriteString(` ON CONFLICT (request_id) DO NOTHING RETURNING request_id`)
 	res, err := tx.QueryContext(ctx, s.q(b.String()), args...)
@@ -245,4 +260,72 @@ func sortedKeys(m map[int64]int64) []int64 {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// hourKey is one row of the usage_hourly rollup.
+type hourKey struct{ userID, hourStart, tokenID int64 }
+
+type hourSums struct{ count, prompt, completion, quota int64 }
+
+// addHourly adds newly inserted rows to the hourly rollup with one upsert,
+// keys in primary-key order so concurrent batches lock rollup rows in the
+// same order.
+func (s *Store) addHourly(ctx context.Context, tx *sql.Tx, rows []UsageRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	sums := map[hourKey]hourSums{}
+	for _, r := range rows {
+		k := hourKey{r.UserID, hourFloor(r.CreatedAt), r.TokenID}
+		v := sums[k]
+		v.count++
+		v.prompt += r.PromptTokens
+		v.completion += r.CompletionTokens
+		v.quota += int64(r.Quota)
+		sums[k] = v
+	}
+	keys := make([]hourKey, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b hourKey) int {
+		if c := cmp.Compare(a.userID, b.userID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.hourStart, b.hourStart); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.tokenID, b.tokenID)
+	})
+	for chunk := range slices.Chunk(keys, usageChunk) {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO usage_hourly (user_id, hour_start, token_id, request_count, prompt_tokens, completion_tokens, quota) VALUES `)
+		args := make([]any, 0, len(chunk)*7)
+		for i, k := range chunk {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`(?,?,?,?,?,?,?)`)
+			v := sums[k]
+			args = append(args, k.userID, k.hourStart, k.tokenID, v.count, v.prompt, v.completion, v.quota)
+		}
+		b.WriteString(` ON CONFLICT (user_id, hour_start, token_id) DO UPDATE SET
+			request_count = usage_hourly.request_count + excluded.request_count,
+			prompt_tokens = usage_hourly.prompt_tokens + excluded.prompt_tokens,
+			completion_tokens = usage_hourly.completion_tokens + excluded.completion_tokens,
+			quota = usage_hourly.quota + excluded.quota`)
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+			return fmt.Errorf("update hourly usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// hourFloor is the start of the UTC hour containing the Unix time t.
+func hourFloor(t int64) int64 {
+	h := t - t%3600
+	if t < 0 && t%3600 != 0 {
+		h -= 3600
+	}
+	return h
 }

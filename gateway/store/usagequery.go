@@ -139,23 +139,15 @@ func (s *Store) SummarizeUsage(ctx context.Context, uq UsageQuery) (Page[UsageSu
 		return p, err
 	}
 	p.PageSize = size
-	q := `SELECT token_id, COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(quota), 0)
-		FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ?`
-	args := []any{uq.UserID, uq.Start, uq.End}
-	if uq.TokenID != 0 {
-		q += ` AND token_id = ?`
-		args = append(args, uq.TokenID)
-	}
+	after := int64(-1) // token IDs are positive
 	if uq.Cursor != "" {
 		k, err := s.openCursor(uq, cursorSummary)
 		if err != nil {
 			return p, err
 		}
-		q += ` AND token_id > ?`
-		args = append(args, k[0])
+		after = k[0]
 	}
-	q += ` GROUP BY token_id ORDER BY token_id LIMIT ?`
-	args = append(args, size+1)
+	q, args := summaryQuery(uq, after, size+1)
 
 	err = s.query(ctx, q, args, func(rows *sql.Rows) error {
 		var r UsageSummary
@@ -265,4 +257,38 @@ func (s *Store) cursorMAC(uq UsageQuery, body []byte) []byte {
 	binary.BigEndian.PutUint64(ctx[24:], uint64(uq.TokenID))
 	m.Write(ctx[:])
 	return m.Sum(nil)[:cursorMAC]
+}
+
+// summaryQuery sums whole hours of the window from the usage_hourly rollup
+// and the partial hours at its edges from usage_logs:
+//
+//	[start, hs) from rows  +  [hs, he) from the rollup  +  [he, end) from rows
+//
+// where hs is start rounded up and he is end rounded down to an hour. A
+// window inside one hour reads rows only.
+func summaryQuery(uq UsageQuery, afterToken int64, limit int) (string, []any) {
+	hs, he := hourFloor(uq.Start+3599), hourFloor(uq.End)
+	if hs >= he {
+		hs, he = uq.End, uq.End // no whole hour: rows cover [start, end)
+	}
+	filter, fargs := `token_id > ?`, []any{afterToken}
+	if uq.TokenID != 0 {
+		filter += ` AND token_id = ?`
+		fargs = append(fargs, uq.TokenID)
+	}
+	q := `SELECT token_id, CAST(SUM(n) AS BIGINT), CAST(SUM(p) AS BIGINT), CAST(SUM(c) AS BIGINT), CAST(SUM(qu) AS BIGINT) FROM (
+			SELECT token_id, request_count AS n, prompt_tokens AS p, completion_tokens AS c, quota AS qu
+			FROM usage_hourly WHERE user_id = ? AND hour_start >= ? AND hour_start < ? AND ` + filter + `
+			UNION ALL
+			SELECT token_id, 1, prompt_tokens, completion_tokens, quota
+			FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ? AND ` + filter + `
+			UNION ALL
+			SELECT token_id, 1, prompt_tokens, completion_tokens, quota
+			FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ? AND ` + filter + `
+		) parts GROUP BY token_id ORDER BY token_id LIMIT ?`
+	var args []any
+	args = append(append(args, uq.UserID, hs, he), fargs...)
+	args = append(append(args, uq.UserID, uq.Start, hs), fargs...)
+	args = append(append(args, uq.UserID, he, uq.End), fargs...)
+	return q, append(args, limit)
 }

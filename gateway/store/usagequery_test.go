@@ -183,3 +183,58 @@ func TestUsageQueryTimeout(t *testing.T) {
 		g.Expect(err).NotTo(MatchError(ErrQueryTimeout))
 	})
 }
+
+// TestSummaryMatchesRows checks the rollup-based summary against sums over
+// the raw rows for windows that start and end inside hours, span one hour
+// or none, and filter by token.
+func TestSummaryMatchesRows(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		const base = 1_780_000_000 - 1_780_000_000%3600 // an hour boundary
+		var rows []UsageRow
+		for i := range 600 {
+			rows = append(rows, UsageRow{RequestID: fmt.Sprint("m-", i), CreatedAt: base + int64(i*97%(5*3600)), UserID: 7,
+				TokenID: int64(1 + i%4), PromptTokens: int64(i % 13), CompletionTokens: int64(i % 7), Quota: billing.Quota(i)})
+		}
+		// Two batches, with the second overlapping the first: duplicates must not count twice.
+		_, err := s.InsertUsage(ctx, rows[:400])
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = s.InsertUsage(ctx, rows[300:])
+		g.Expect(err).NotTo(HaveOccurred())
+
+		want := func(start, end, token int64) map[int64]UsageSummary {
+			m := map[int64]UsageSummary{}
+			for _, r := range rows {
+				if r.CreatedAt < start || r.CreatedAt >= end || (token != 0 && r.TokenID != token) {
+					continue
+				}
+				v := m[r.TokenID]
+				v.TokenID = r.TokenID
+				v.RequestCount++
+				v.PromptTokens += r.PromptTokens
+				v.CompletionTokens += r.CompletionTokens
+				v.TotalTokens += r.PromptTokens + r.CompletionTokens
+				v.Quota += r.Quota
+				m[r.TokenID] = v
+			}
+			return m
+		}
+		for _, w := range []struct{ start, end, token int64 }{
+			{base, base + 5*3600, 0},              // whole hours only
+			{base + 17, base + 4*3600 + 5, 0},     // partial edges
+			{base + 3600 + 5, base + 3600 + 9, 0}, // inside one hour
+			{base + 3599, base + 3601, 0},         // across one boundary, no whole hour
+			{base - 3600, base + 2*3600 + 1, 3},   // token filter
+		} {
+			p, err := s.SummarizeUsage(ctx, UsageQuery{UserID: 7, Start: w.start, End: w.end, TokenID: w.token})
+			g.Expect(err).NotTo(HaveOccurred())
+			got := map[int64]UsageSummary{}
+			for _, r := range p.Rows {
+				got[r.TokenID] = r
+			}
+			g.Expect(got).To(Equal(want(w.start, w.end, w.token)), "window %+v", w)
+		}
+	})
+}

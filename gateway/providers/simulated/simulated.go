@@ -302,7 +302,17 @@ func loremText(n int) string {
 }
 
 // countWords counts output tokens: runs of non-space.
-func countWords(s string) int { return len(strings.Fields(s)) }
+func countWords(s string) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		sp := s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'
+		if !sp && !in {
+			n++
+		}
+		in = !sp
+	}
+	return n
+}
 
 // cutWords returns the first n words of s (with their separators).
 func cutWords(s string, n int) string {
