@@ -32,6 +32,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/devenv"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
+	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -159,7 +160,7 @@ func runManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -190,11 +191,24 @@ type gatewayFlags struct {
 	listen      string
 	metricsAddr string
 	grace       time.Duration
+	defaultRPM  int
 }
 
 func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.StringVar(&g.listen, "listen", defListen, "address of the HTTP API")
 	fs.DurationVar(&g.grace, "shutdown-grace", 30*time.Second, "time in-flight requests get to finish on shutdown")
+	fs.IntVar(&g.defaultRPM, "default-requests-per-minute", 0, "per-tenant request limit per replica for tenants without their own; 0 means none")
+}
+
+func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
+	return wire.Options{Listen: g.listen, ShutdownGrace: g.grace, SystemNamespace: systemNamespace,
+		DataDir: dataDir, ReplicaID: os.Getenv("POD_NAME"), DefaultRequestsPerMinute: int32(g.defaultRPM)}
+}
+
+// knownProvider reports whether a provider adapter is compiled in.
+func knownProvider(name string) bool {
+	_, ok := providers.Get(name)
+	return ok
 }
 
 func runGateway(ctx context.Context, args []string) error {
@@ -225,7 +239,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := wire.Gateway(mgr, ledger, wire.Options{Listen: g.listen, ShutdownGrace: g.grace}); err != nil {
+	if _, err := wire.Gateway(mgr, ledger, g.options(c.systemNamespace, envOr("MODELGATE_SPOOL_DIR", os.TempDir()))); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -299,10 +313,10 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider}); err != nil {
 		return err
 	}
-	gw, err := wire.Gateway(mgr, ledger, wire.Options{Listen: g.listen, ShutdownGrace: g.grace})
+	gw, err := wire.Gateway(mgr, ledger, g.options(*sysNS, dataDir))
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ type ModelRouteSpec struct {
 }
 
 // Backend is one upstream channel of a model.
-// +kubebuilder:validation:XValidation:rule="self.provider == 'simulated' || has(self.baseURL)",message="baseURL is required for every provider but simulated"
+// +kubebuilder:validation:XValidation:rule="self.provider.startsWith('simulated') || has(self.baseURL)",message="baseURL is required for every provider but the built-in simulated ones"
 type Backend struct {
 	// name identifies the backend inside the route.
 	// +required

@@ -130,7 +130,7 @@ var _ = Describe("CRD validation", func() {
 		Entry("a base URL that is not http", func(r *v1.ModelRoute) { r.Spec.Backends[0].BaseURL = "ftp://x" },
 			"baseURL must be an http or https URL"),
 		Entry("a remote provider without a base URL", func(r *v1.ModelRoute) { r.Spec.Backends[0].BaseURL = "" },
-			"baseURL is required for every provider but simulated"),
+			"baseURL is required for every provider but the built-in simulated ones"),
 		Entry("duplicate backend names", func(r *v1.ModelRoute) { r.Spec.Backends = append(r.Spec.Backends, r.Spec.Backends[0]) },
 			"Duplicate value"),
 		Entry("an image model without a profile", func(r *v1.ModelRoute) { r.Spec.Type = v1.ModelTypeImage },

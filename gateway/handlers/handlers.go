@@ -5,6 +5,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -12,6 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/ratelimit"
+	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
@@ -24,6 +28,24 @@ type Deps struct {
 	Ledger *store.Store
 	Auth   *auth.Authenticator
 	Clock  clock.PassiveClock
+
+	Router  *routing.Router
+	Limiter *ratelimit.Limiter
+	// Leaser reserves quota from this replica's leases.
+	Leaser *store.Leaser
+	// UsageLog queues usage rows for batched, durable writing.
+	UsageLog UsageSink
+	// Prices returns the current price table (rebuilt on PriceRule changes).
+	Prices func() *pricing.Table
+	// Credentials reads an upstream credential (a Secret key of a route's namespace).
+	Credentials func(ctx context.Context, namespace, name, key string) (string, error)
+	// SystemNamespace holds the platform's routes and prices.
+	SystemNamespace string
+}
+
+// UsageSink takes usage rows; *usagelog.Writer is one.
+type UsageSink interface {
+	Write(ctx context.Context, row store.UsageRow) error
 }
 
 // Mux is where handlers are mounted (http.ServeMux or the gateway server).
@@ -42,6 +64,10 @@ func Register(mux Mux, d *Deps) {
 		mux.Handle("OPTIONS "+p, cors(http.HandlerFunc(noContent)))
 	}
 	mux.Handle("GET /v1/balance", http.HandlerFunc(balance.Token))
+
+	mux.Handle("POST /v1/messages", &Text{d, messagesProtocol()})
+	mux.Handle("POST /v1/chat/completions", &Text{d, chatProtocol()})
+	mux.Handle("POST /v1/responses", &Text{d, responsesProtocol()})
 
 	usage := &Usage{d}
 	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(usage.Requests))

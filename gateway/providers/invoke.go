@@ -135,6 +135,10 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 	if err != nil {
 		return fail(transportErr(err))
 	}
+	if !req.Stream {
+		cancel() // the body is read; nothing to hold on to
+		res.cancel = nil
+	}
 	if req.Stream {
 		// The upstream answered a stream request with a complete body:
 		// replay it as a stream of the client's protocol.

@@ -113,12 +113,15 @@ func TestAnthropicPassThroughKeepsBytes(t *testing.T) {
 	g.Expect(res.UsageReported).To(BeTrue())
 	g.Expect(res.Usage).To(Equal(providers.Usage{InputTokens: 12, OutputTokens: 6, CacheReadTokens: ptr(0), CacheWriteTokens: ptr(100)}))
 
-	// The client's anthropic-version wins over the default.
+	// The client's anthropic-version wins over the default; a backend can
+	// add a beta header.
+	b.Options = map[string]string{"anthropic-beta": "output-128k-2025-02-19"}
 	_, err = providers.Invoke(context.Background(), anthropic.New(nil), b, providers.Request{
 		Protocol: providers.Messages, Body: []byte(clientBody), Header: http.Header{"Anthropic-Version": {"2024-01-01"}},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.last().Header.Get("anthropic-version")).To(Equal("2024-01-01"))
+	g.Expect(f.last().Header.Values("anthropic-beta")).To(Equal([]string{"output-128k-2025-02-19"}))
 }
 
 func ptr(v int64) *int64 { return &v }
@@ -154,7 +157,8 @@ func TestMessagesClientOnOpenAIUpstream(t *testing.T) {
 		}
 		writeJSON(w, 200, openAIChatCompletion)
 	})
-	b := providers.Backend{BaseURL: f.URL + "/v1", APIKey: "sk-up", UpstreamModel: "gpt-upstream"}
+	b := providers.Backend{BaseURL: f.URL + "/v1", APIKey: "sk-up", UpstreamModel: "gpt-upstream",
+		Options: map[string]string{"organization": "org-1", "project": "proj-1"}}
 	p := openai.New(nil)
 
 	t.Run("non-streaming", func(t *testing.T) {
@@ -167,6 +171,9 @@ func TestMessagesClientOnOpenAIUpstream(t *testing.T) {
 		g.Expect(up.Path).To(Equal("/v1/chat/completions"))
 		g.Expect(up.Header.Get("Authorization")).To(Equal("Bearer sk-up"))
 		g.Expect(up.Header.Get("x-api-key")).To(BeEmpty())
+		g.Expect(up.Header.Get("OpenAI-Organization")).To(Equal("org-1"))
+		g.Expect(up.Header.Get("OpenAI-Project")).To(Equal("proj-1"))
+		g.Expect(up.Header.Get("anthropic-version")).To(BeEmpty())
 		g.Expect(string(up.Body)).To(MatchJSON(`{"model":"gpt-upstream","max_completion_tokens":100,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello"}]}`))
 		g.Expect(res.Translated).To(BeTrue())
 		g.Expect(res.Upstream).To(Equal(providers.ChatCompletions))

@@ -124,3 +124,28 @@ func BenchmarkSummarize31Days(b *testing.B) {
 	}
 	b.ReportMetric(float64(rows), "rows")
 }
+
+// BenchmarkInsertUsage measures InsertUsage with 1000-row batches (rows over
+// 10 tokens and 24 hours), reported per row.
+func BenchmarkInsertUsage(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, be.dsn(b))
+			batch := make([]UsageRow, 1000)
+			var seq int64
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range batch {
+					seq++
+					batch[i] = UsageRow{RequestID: "r" + strconv.FormatInt(seq, 10), CreatedAt: 1_780_000_000 + seq%86400, UserID: 1,
+						TokenID: 1 + seq%10, TokenName: "k", ModelName: "m", PromptTokens: 100, CompletionTokens: 50, Quota: 1234}
+				}
+				if _, err := s.InsertUsage(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}

@@ -560,9 +560,12 @@ func (d *responsesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, e
 			out = d.start(out, part, PartText, "", "")
 		}
 	case "response.output_text.delta", "response.refusal.delta":
-		if idx, ok := d.blocks[part]; ok {
-			out = append(out, StreamEvent{Kind: EvDelta, Index: idx, Text: e.Delta})
+		idx, ok := d.blocks[part]
+		if !ok { // tolerate upstreams that skip content_part.added
+			out = d.start(out, part, PartText, "", "")
+			idx = d.blocks[part]
 		}
+		out = append(out, StreamEvent{Kind: EvDelta, Index: idx, Text: e.Delta})
 	case "response.function_call_arguments.delta", "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		if idx, ok := d.blocks[whole]; ok {
 			out = append(out, StreamEvent{Kind: EvDelta, Index: idx, Text: e.Delta})
@@ -571,6 +574,11 @@ func (d *responsesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, e
 		out = d.stop(out, part)
 	case "response.output_item.done":
 		out = d.stop(out, whole)
+		for key := range d.blocks { // parts whose content_part.done never came
+			if key[0] == e.OutputIndex {
+				out = d.stop(out, key)
+			}
+		}
 	case "response.completed", "response.incomplete":
 		d.finished = true
 		f := StreamEvent{Kind: EvFinish, Stop: StopEndTurn}

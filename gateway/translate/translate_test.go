@@ -59,7 +59,9 @@ func TestAppendJSONString(t *testing.T) {
 	for _, s := range []string{"", "plain", "q\"b\\s", "ctl\x01\n\r\t", "é ünï 😀", "bad\xffutf8", "\u2028sep"} {
 		var back string
 		NewWithT(t).Expect(json.Unmarshal(appendJSONString(nil, s), &back)).To(Succeed())
-		want := strings.ToValidUTF8(s, "\ufffd")
+		var want string
+		wb, _ := json.Marshal(s)
+		_ = json.Unmarshal(wb, &want)
 		NewWithT(t).Expect(back).To(Equal(want))
 	}
 }
@@ -435,4 +437,65 @@ func TestIDs(t *testing.T) {
 		g.Expect(id).To(HavePrefix(prefix))
 		g.Expect(len(id)).To(Equal(len(prefix) + 24))
 	}
+}
+
+func TestResponsesDecoderToleratesMissingContentPart(t *testing.T) {
+	g := NewWithT(t)
+	sse := "event: response.created\n" + `data: {"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}` + "\n\n" +
+		"event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"Hi"}` + "\n\n" +
+		"event: response.output_item.done\n" + `data: {"type":"response.output_item.done","output_index":0,"item":{"type":"message"}}` + "\n\n" +
+		"event: response.incomplete\n" + `data: {"type":"response.incomplete","response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4}}}` + "\n\n"
+	evs, tr := collect(t, Responses, Messages, sse, StreamOptions{})
+	contractOrder(g, evs)
+	g.Expect(string(evs[len(evs)-2].Data)).To(Equal(`{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"input_tokens":3,"output_tokens":1}}`))
+	g.Expect(tr.Usage().ReportedTotalTokens).To(Equal(ptr(int64(4))))
+}
+
+func TestMessagesUpstreamEdgeCases(t *testing.T) {
+	g := NewWithT(t)
+	// Server tool blocks are dropped with their deltas; a mid-stream error
+	// is forwarded in the client's shape.
+	sse := "event: message_start\n" + `data: {"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}` + "\n\n" +
+		"event: content_block_start\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}` + "\n\n" +
+		"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}` + "\n\n" +
+		"event: content_block_stop\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
+		"event: content_block_start\n" + `data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hi"}}` + "\n\n" +
+		"event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"
+	evs, _ := collect(t, Messages, ChatCompletions, sse, StreamOptions{})
+	g.Expect(renderEvents(evs)).To(Equal(
+		`{"choices":[{"delta":{"content":"","role":"assistant"},"finish_reason":null,"index":0,"logprobs":null}],"created":0,"id":"chatcmpl-X","model":"client-model","object":"chat.completion.chunk"}` + "\n" +
+			`{"choices":[{"delta":{"content":"Hi"},"finish_reason":null,"index":0,"logprobs":null}],"created":0,"id":"chatcmpl-X","model":"client-model","object":"chat.completion.chunk"}` + "\n" +
+			`{"error":{"code":null,"message":"Overloaded","param":null,"type":"overloaded_error"}}` + "\n"))
+
+	// tool_result content given as blocks is flattened to text.
+	r, err := DecodeRequest(Messages, []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}]}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Messages[0].Parts).To(Equal([]Part{{Type: PartToolResult, ID: "t1", Text: "ab", IsError: true}}))
+	g.Expect(r.LastUserText()).To(Equal("ab"))
+}
+
+func FuzzSetModel(f *testing.F) {
+	for _, s := range []string{`{}`, `{"model":"a"}`, ` { "x" : [1,{"model":2}], "model" : null } `, messagesRequest, chatRequest, responsesRequest, `{"a":"\"}"}`} {
+		f.Add([]byte(s), "new/model")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, model string) {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(body, &obj) != nil || model == "" {
+			return
+		}
+		out, err := SetModel(body, model)
+		if err != nil {
+			t.Fatalf("SetModel(%q): %v", body, err)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("invalid JSON from %q: %q", body, out)
+		}
+		var want string
+		wb, _ := json.Marshal(model)
+		_ = json.Unmarshal(wb, &want) // encoding/json's handling of invalid UTF-8
+		if got, _ := back["model"].(string); got != want {
+			t.Fatalf("model %q, want %q", got, model)
+		}
+	})
 }

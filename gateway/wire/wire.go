@@ -1,23 +1,42 @@
 // Package wire assembles the gateway from a controller-runtime manager (its
-// informer cache and client) and a ledger: authenticator, handlers, server.
-// main and the test suites build the gateway the same way through it.
+// informer cache and client) and a ledger: authenticator, router, price
+// table, quota leases, usage writer, handlers and server. main and the test
+// suites build the gateway the same way through it.
 package wire
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/handlers"
+	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/ratelimit"
+	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/usagelog"
+
+	// Provider adapters register themselves.
+	_ "github.com/modelgate/modelgate/gateway/providers/anthropic"
+	_ "github.com/modelgate/modelgate/gateway/providers/openai"
+	_ "github.com/modelgate/modelgate/gateway/providers/simulated"
 )
 
 // Options configure the gateway.
@@ -25,6 +44,14 @@ type Options struct {
 	Listen        string
 	ShutdownGrace time.Duration
 	Clock         clock.PassiveClock
+	// SystemNamespace holds platform routes and prices.
+	SystemNamespace string
+	// DataDir holds the usage spool (rows written while the database is down).
+	DataDir string
+	// ReplicaID names this replica's quota leases; default: hostname + pid.
+	ReplicaID string
+	// DefaultRequestsPerMinute limits tenants without their own limit; 0: none.
+	DefaultRequestsPerMinute int32
 }
 
 // Gateway builds the gateway server and adds it to the manager, which runs
@@ -34,7 +61,27 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	authn := &auth.Authenticator{Reader: mgr.GetCache(), Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)}
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = "modelgate-system"
+	}
+	if o.ReplicaID == "" {
+		host, _ := os.Hostname()
+		o.ReplicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if o.DataDir == "" {
+		o.DataDir = os.TempDir()
+	}
+	usage, err := usagelog.New(ledger, usagelog.Config{
+		SpoolPath: filepath.Join(o.DataDir, "usage-"+o.ReplicaID+".spool"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage writer: %w", err)
+	}
+	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID})
+	prices := &priceBook{cache: mgr.GetCache(), system: o.SystemNamespace}
+	if err := prices.watch(context.Background(), mgr.GetCache()); err != nil {
+		return nil, err
+	}
 	srv := server.New(server.Options{
 		Addr:          o.Listen,
 		ShutdownGrace: o.ShutdownGrace,
@@ -49,12 +96,37 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		},
 	})
 	handlers.Register(srv, &handlers.Deps{
-		Cache: mgr.GetCache(), Writer: mgr.GetClient(), Ledger: ledger, Auth: authn, Clock: o.Clock,
+		Cache: mgr.GetCache(), Writer: mgr.GetClient(), Ledger: ledger, Clock: o.Clock,
+		Auth: &auth.Authenticator{Reader: mgr.GetCache(), Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)},
+		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace,
+			Breaker: routing.NewBreaker(o.Clock)},
+		Limiter:         &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute},
+		Leaser:          leaser,
+		UsageLog:        usage,
+		Prices:          prices.Table,
+		Credentials:     credentials(mgr.GetClient()),
+		SystemNamespace: o.SystemNamespace,
 	})
-	if err := mgr.Add(runnable{srv}); err != nil {
+	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser}); err != nil {
 		return nil, err
 	}
 	return srv, nil
+}
+
+// credentials reads an upstream credential from a Secret of the route's
+// namespace. The value goes only into the upstream request.
+func credentials(c client.Reader) func(ctx context.Context, ns, name, key string) (string, error) {
+	return func(ctx context.Context, ns, name, key string) (string, error) {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+			return "", fmt.Errorf("credential secret %s/%s: %w", ns, name, err)
+		}
+		v := s.Data[key]
+		if len(v) == 0 {
+			return "", fmt.Errorf("credential secret %s/%s has no key %q", ns, name, key)
+		}
+		return string(v), nil
+	}
 }
 
 // resolveTokenID registers (idempotently, by UID) a token whose status has no
@@ -76,10 +148,63 @@ func resolveTokenID(ledger *store.Store) auth.TokenIDResolver {
 	}
 }
 
-// runnable runs the server on every replica, leader or not.
-type runnable struct{ srv *server.Server }
+// priceBook keeps the compiled price table, rebuilt lazily after any
+// PriceRule change the informer reports, so the hot path only loads a pointer.
+type priceBook struct {
+	cache  client.Reader
+	system string
+	table  atomic.Pointer[pricing.Table]
+	dirty  atomic.Bool
+}
 
-func (r runnable) Start(ctx context.Context) error { return r.srv.Run(ctx) }
-func (runnable) NeedLeaderElection() bool          { return false }
+// Table returns the current table, rebuilding it when rules changed.
+func (b *priceBook) Table() *pricing.Table {
+	if b.dirty.Swap(false) || b.table.Load() == nil {
+		list := &v1.PriceRuleList{}
+		if err := b.cache.List(context.Background(), list); err != nil {
+			b.dirty.Store(true)
+			slog.Error("list price rules", "error", err)
+		}
+		b.table.Store(pricing.NewTable(b.system, list.Items))
+	}
+	return b.table.Load()
+}
 
-var _ manager.LeaderElectionRunnable = runnable{}
+// watch marks the table dirty on every PriceRule event.
+func (b *priceBook) watch(ctx context.Context, c cache.Cache) error {
+	inf, err := c.GetInformer(ctx, &v1.PriceRule{})
+	if err != nil {
+		return fmt.Errorf("price rule informer: %w", err)
+	}
+	mark := func(any) { b.dirty.Store(true) }
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: mark, DeleteFunc: mark, UpdateFunc: func(_, o any) { mark(o) },
+	})
+	return err
+}
+
+// runnable runs the server on every replica, leader or not, and after the
+// server has drained flushes the usage writer and returns unused leases.
+type runnable struct {
+	srv    *server.Server
+	usage  *usagelog.Writer
+	leaser *store.Leaser
+}
+
+func (r *runnable) NeedLeaderElection() bool { return false }
+
+// Start is called by the manager once its cache is started.
+func (r *runnable) Start(ctx context.Context) error {
+	err := r.srv.Run(ctx)
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if cerr := r.usage.Close(shutdown); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("flush usage rows: %w", cerr))
+	}
+	if cerr := r.leaser.Close(shutdown); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("return quota leases: %w", cerr))
+	}
+	return err
+}
+
+var _ manager.LeaderElectionRunnable = (*runnable)(nil)

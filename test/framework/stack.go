@@ -18,9 +18,13 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
+
+// SystemNamespace is the stack's namespace of platform routes and prices.
+const SystemNamespace = "modelgate-system"
 
 // Stack is the whole system in one test process: a real control plane, a
 // real ledger, the controllers and the gateway on a loopback port.
@@ -58,6 +62,10 @@ func StartStack(o StackOptions) (*Stack, error) {
 func (s *Stack) start(o StackOptions) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	sys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}
+	if err := s.Client.Create(ctx, sys); err != nil {
+		return err
+	}
 	dsn := o.DSN
 	if dsn == "" {
 		dsn = "sqlite://" + filepath.Join(o.Dir, "ledger.db")
@@ -75,10 +83,12 @@ func (s *Stack) start(o StackOptions) error {
 	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: time.Second}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: time.Second,
+		KnownProvider: func(name string) bool { _, ok := providers.Get(name); return ok }}); err != nil {
 		return err
 	}
-	gw, err := wire.Gateway(mgr, s.Ledger, wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second})
+	gw, err := wire.Gateway(mgr, s.Ledger, wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second,
+		SystemNamespace: SystemNamespace, DataDir: o.Dir})
 	if err != nil {
 		return err
 	}

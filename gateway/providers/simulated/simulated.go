@@ -39,7 +39,8 @@
 //	usage=none     chat_completions streams: send no usage chunk
 //
 // Without cache directives, a messages request that carries cache_control
-// reports its system prompt and all messages but the last as cache reads.
+// reports its system prompt, tools and all messages but the last as cache
+// reads.
 // max_tokens (and its equivalents) truncates the answer with stop reason
 // max_tokens; a stop sequence in the answer cuts it with stop_sequence.
 package simulated

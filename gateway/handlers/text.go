@@ -1,0 +1,372 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/routing"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+const (
+	// maxTextBody bounds a text request (images travel inline as base64).
+	maxTextBody = 32 << 20
+	// maxAttempts bounds the backends one request tries.
+	maxAttempts = 3
+	// retryBudget bounds the time spent on failed attempts before giving up.
+	retryBudget = 90 * time.Second
+)
+
+// textRequest is what the pipeline needs to know of a text body.
+type textRequest struct {
+	Model     string
+	Stream    bool
+	MaxTokens int64 // 0 when the client set none
+}
+
+// textProtocol is what differs between the three text endpoints.
+type textProtocol struct {
+	proto        providers.Protocol
+	endpoint     v1.EndpointType
+	allowXAPIKey bool
+	// parse validates the body; a non-empty message is a 400.
+	parse func(body []byte) (textRequest, string)
+	// fail writes an error in the protocol's shape.
+	fail func(w http.ResponseWriter, status int, code, message string)
+	// insufficientQuota is the status for a refused reservation: Anthropic
+	// answers 400 for a low credit balance, OpenAI 429 insufficient_quota.
+	insufficientQuota int
+}
+
+// Text serves one text protocol: authenticate, validate, route, reserve,
+// call upstream (retrying other backends before any byte was sent), stream
+// or write the answer, settle and record usage.
+type Text struct {
+	*Deps
+	p textProtocol
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// ServeHTTP runs the pipeline.
+func (t *Text) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	requestID := newRequestID()
+	w.Header().Set("request-id", requestID)
+	w.Header().Set("x-request-id", requestID)
+
+	p, f := t.Auth.APIKey(ctx, r, t.p.allowXAPIKey)
+	if f != nil {
+		t.p.fail(w, f.Status, "invalid_api_key", f.Message)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTextBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			t.p.fail(w, http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than 32 MiB")
+			return
+		}
+		t.p.fail(w, http.StatusBadRequest, "", "could not read the request body")
+		return
+	}
+	req, msg := t.p.parse(body)
+	if msg != "" {
+		t.p.fail(w, http.StatusBadRequest, "", msg)
+		return
+	}
+	call, status, code, msg := t.prepare(ctx, p, req, requestID, len(body))
+	if status != 0 {
+		if status == http.StatusTooManyRequests && call.retryAfter > 0 {
+			apierr.RetryAfter(w, call.retryAfter)
+		}
+		t.p.fail(w, status, code, msg)
+		return
+	}
+	call.body, call.req, call.header = body, req, r.Header
+	t.serve(ctx, w, p, call)
+}
+
+// textCall carries one request through the pipeline.
+type textCall struct {
+	requestID  string
+	body       []byte
+	header     http.Header
+	req        textRequest
+	route      *v1.ModelRoute
+	plan       []routing.Candidate
+	rule       *pricing.Rule
+	accepted   time.Time
+	estimate   billing.Quota
+	hold       *store.Hold
+	retryAfter time.Duration
+}
+
+// prepare checks the key's rights, finds the route, the price and the quota.
+// A non-zero status is the refusal.
+func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, requestID string, bodyLen int) (c textCall, status int, code, msg string) {
+	c.requestID = requestID
+	if !p.AllowsModel(req.Model) {
+		return c, http.StatusForbidden, "model_not_allowed", fmt.Sprintf("this API key may not use model %q", req.Model)
+	}
+	route, err := t.Router.Route(ctx, p.Tenant.Namespace, req.Model)
+	if err != nil {
+		return c, http.StatusInternalServerError, "", "could not look up the model"
+	}
+	if route == nil || route.Spec.Type != v1.ModelTypeText {
+		return c, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q not found", req.Model)
+	}
+	if eps := route.Spec.EndpointTypes; len(eps) > 0 && !slices.Contains(eps, t.p.endpoint) {
+		return c, http.StatusBadRequest, "unsupported_endpoint",
+			fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, t.p.endpoint)
+	}
+	maxOut := int64(route.Spec.MaxOutputTokens)
+	if maxOut > 0 && req.MaxTokens > maxOut {
+		return c, http.StatusBadRequest, "",
+			fmt.Sprintf("max_tokens: %d > %d, which is the maximum allowed number of output tokens for %s", req.MaxTokens, maxOut, req.Model)
+	}
+	c.route, c.plan = route, t.Router.Plan(route, p.Groups())
+	if len(c.plan) == 0 {
+		return c, http.StatusServiceUnavailable, "no_available_backend",
+			fmt.Sprintf("no upstream serves model %q for this key's group", req.Model)
+	}
+	if ok, wait := t.Limiter.Allow(p.Tenant.Namespace, p.Tenant.Spec.RequestsPerMinute); !ok {
+		c.retryAfter = wait
+		return c, http.StatusTooManyRequests, "rate_limit_exceeded", "rate limit exceeded; retry after the time in the Retry-After header"
+	}
+	c.accepted = t.Clock.Now()
+	c.rule, err = t.Prices().Select(p.Tenant.Namespace, req.Model, c.plan[0].Group, pricing.Facts{})
+	switch {
+	case errors.Is(err, pricing.ErrNoPrice):
+		return c, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q has no published price for this key's group", req.Model)
+	case err != nil:
+		return c, http.StatusServiceUnavailable, "pricing_unavailable", "the price of this model cannot be loaded safely; retry later"
+	}
+	outCap := req.MaxTokens
+	if outCap == 0 {
+		outCap = max(maxOut, defaultOutputEstimate)
+	}
+	c.estimate, err = c.rule.EstimateText(int64(bodyLen), outCap, c.accepted)
+	if err != nil {
+		return c, http.StatusInternalServerError, "", "could not price the request"
+	}
+	c.hold, err = t.Leaser.Reserve(ctx, requestID, p.TokenID, p.UserID, c.estimate)
+	switch {
+	case errors.Is(err, store.ErrInsufficientQuota):
+		return c, t.p.insufficientQuota, "insufficient_quota",
+			"insufficient quota: the key's or the account's balance (or its daily or monthly limit) does not cover this request"
+	case err != nil:
+		log.FromContext(ctx).Error(err, "reserve quota")
+		return c, http.StatusServiceUnavailable, "", "could not reserve quota; retry later"
+	}
+	return c, 0, "", ""
+}
+
+// defaultOutputEstimate is the output reserved for a request without
+// max_tokens on a route without a cap; settlement corrects it.
+const defaultOutputEstimate = 4096
+
+// serve calls the upstream and delivers the answer.
+func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Principal, c textCall) {
+	res, cand, err := t.invoke(ctx, p, &c)
+	if err != nil {
+		t.release(ctx, c)
+		t.writeUpstreamError(w, err)
+		return
+	}
+	defer res.Close()
+	var usage providers.Usage
+	complete := true
+	if res.Stream != nil {
+		complete = t.pump(ctx, w, res.Stream)
+		usage = res.Stream.Usage()
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(res.Body)
+		usage = res.Usage
+	}
+	t.settle(ctx, p, c, cand, usage, !complete)
+}
+
+// invoke tries the plan's candidates in order until one answers. Only
+// failures before any byte reached the client are retried.
+func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*providers.Result, routing.Candidate, error) {
+	deadline := t.Clock.Now().Add(retryBudget)
+	var lastErr error
+	for i, cand := range c.plan {
+		if i >= maxAttempts || (i > 0 && t.Clock.Now().After(deadline)) {
+			break
+		}
+		prov, ok := providers.Get(cand.Backend.Provider)
+		if !ok {
+			lastErr = &providers.UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "unknown provider"}
+			continue
+		}
+		backend, err := t.backend(ctx, cand)
+		if err != nil {
+			lastErr = &providers.UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
+			continue
+		}
+		res, err := providers.Invoke(ctx, prov, backend, providers.Request{
+			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
+		})
+		if err == nil {
+			t.Router.Breaker.Success(cand.Key())
+			return res, cand, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil || !providers.IsRetryable(err) {
+			return nil, cand, err
+		}
+		t.Router.Breaker.Failure(cand.Key())
+		log.FromContext(ctx).Info("upstream attempt failed; trying the next backend",
+			"model", c.req.Model, "backend", cand.Backend.Name, "error", err.Error())
+	}
+	return nil, routing.Candidate{}, lastErr
+}
+
+// backend resolves a candidate into the provider's view, credential included.
+func (t *Text) backend(ctx context.Context, c routing.Candidate) (providers.Backend, error) {
+	b := providers.Backend{
+		Name: c.Backend.Name, Provider: c.Backend.Provider, BaseURL: c.Backend.BaseURL,
+		UpstreamModel: c.Backend.UpstreamModel, Options: c.Backend.Options,
+		Timeout: time.Duration(c.Backend.TimeoutSeconds) * time.Second,
+	}
+	if b.UpstreamModel == "" {
+		b.UpstreamModel = string(c.Route.Spec.Model)
+	}
+	if ref := c.Backend.CredentialSecretRef; ref != nil {
+		key, err := t.Credentials(ctx, c.Route.Namespace, ref.Name, ref.Key)
+		if err != nil {
+			return b, err
+		}
+		b.APIKey = key
+	}
+	return b, nil
+}
+
+// pump copies stream events to the client, flushing each. It returns false
+// when the stream did not finish (client gone or upstream cut).
+func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Stream) bool {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for {
+		ev, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return s.Complete()
+		}
+		if err != nil {
+			log.FromContext(ctx).Info("stream ended early", "error", err.Error())
+			return false
+		}
+		if err := writeEvent(w, ev); err != nil {
+			return false
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+	}
+}
+
+func writeEvent(w io.Writer, ev providers.Event) error {
+	buf := make([]byte, 0, len(ev.Data)+len(ev.Name)+16)
+	if ev.Name != "" {
+		buf = append(buf, "event: "...)
+		buf = append(buf, ev.Name...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, ev.Data...)
+	buf = append(buf, "\n\n"...)
+	_, err := w.Write(buf)
+	return err
+}
+
+// settle charges the measured usage and queues the usage row. A stream cut
+// after output began is charged for what was produced, without the
+// minimum charge.
+func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u providers.Usage, cut bool) {
+	ctx = context.WithoutCancel(ctx) // the client may be gone; the charge is not
+	logger := log.FromContext(ctx)
+	rule := c.rule
+	if cand.Group != "" && cand.Group != c.plan[0].Group { // served by a fallback group: its price
+		if r, err := t.Prices().Select(p.Tenant.Namespace, c.req.Model, cand.Group, pricing.Facts{}); err == nil {
+			rule = r
+		}
+	}
+	quota, err := rule.Charge(pricing.Usage{
+		Requests: 1, InputTextTokens: u.PromptTokens(), CachedTextTokens: deref(u.CacheReadTokens),
+		CacheWriteTokens: deref(u.CacheWriteTokens), OutputTextTokens: u.OutputTokens, Failed: cut,
+	}, c.accepted)
+	if err != nil {
+		logger.Error(err, "price usage; charging the reservation", "requestID", c.requestID)
+		quota = c.estimate
+	}
+	charge, err := t.Leaser.Settle(ctx, c.hold, quota)
+	if err != nil {
+		logger.Error(err, "settle", "requestID", c.requestID)
+	}
+	row := store.UsageRow{
+		RequestID: c.requestID, CreatedAt: c.accepted.Unix(), UserID: p.UserID, TokenID: p.TokenID,
+		TokenName: p.Token.Spec.DisplayName, ModelName: c.req.Model,
+		PromptTokens: u.PromptTokens(), CompletionTokens: u.OutputTokens,
+		CacheTokens: u.CacheReadTokens, CacheCreationTokens: u.CacheWriteTokens, ReportedTotalTokens: u.ReportedTotalTokens,
+		BillingPhase: store.PhaseSettled, Quota: quota, Backend: cand.Backend.Name, Charge: charge,
+	}
+	if err := t.UsageLog.Write(ctx, row); err != nil {
+		logger.Error(err, "queue usage row", "requestID", c.requestID)
+	}
+}
+
+func (t *Text) release(ctx context.Context, c textCall) {
+	if err := t.Leaser.Release(context.WithoutCancel(ctx), c.hold); err != nil {
+		log.FromContext(ctx).Error(err, "release reservation", "requestID", c.requestID)
+	}
+}
+
+// writeUpstreamError answers a failed call in the client's protocol.
+func (t *Text) writeUpstreamError(w http.ResponseWriter, err error) {
+	if ue, ok := providers.AsUpstreamError(err); ok {
+		if ue.Retryable {
+			t.p.fail(w, http.StatusBadGateway, "upstream_unavailable", "every upstream for this model failed; retry later")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(ue.ClientStatus())
+		_, _ = w.Write(ue.ClientBody(t.p.proto))
+		return
+	}
+	t.p.fail(w, http.StatusBadGateway, "upstream_unavailable", "the upstream call failed")
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+

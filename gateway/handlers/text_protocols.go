@@ -1,0 +1,404 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/providers"
+)
+
+// The three text protocols. Validation reads only what routing, billing and
+// the contract's rules need; everything else passes to the upstream as sent.
+
+func messagesProtocol() textProtocol {
+	return textProtocol{
+		proto: providers.Messages, endpoint: v1.EndpointMessages, allowXAPIKey: true,
+		parse: parseMessages, insufficientQuota: http.StatusBadRequest,
+		fail: func(w http.ResponseWriter, status int, _, msg string) {
+			apierr.Messages(w, status, apierr.MessagesType(status), msg)
+		},
+	}
+}
+
+func chatProtocol() textProtocol {
+	return textProtocol{
+		proto: providers.ChatCompletions, endpoint: v1.EndpointChatCompletions,
+		parse: parseChat, insufficientQuota: http.StatusTooManyRequests, fail: openAIFail,
+	}
+}
+
+func responsesProtocol() textProtocol {
+	return textProtocol{
+		proto: providers.Responses, endpoint: v1.EndpointResponses,
+		parse: parseResponses, insufficientQuota: http.StatusTooManyRequests, fail: openAIFail,
+	}
+}
+
+func openAIFail(w http.ResponseWriter, status int, code, msg string) {
+	typ := apierr.OpenAIType(status)
+	if code == "insufficient_quota" {
+		typ = "insufficient_quota"
+	}
+	apierr.OpenAI(w, status, typ, code, msg)
+}
+
+// fields is a JSON object's top-level members, undecoded.
+type fields map[string]json.RawMessage
+
+func decodeObject(body []byte) (fields, string) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, "the request body must be a JSON object"
+	}
+	var f fields
+	if err := json.Unmarshal(trimmed, &f); err != nil {
+		return nil, "the request body is not valid JSON: " + err.Error()
+	}
+	return f, ""
+}
+
+func (f fields) has(name string) bool {
+	v, ok := f[name]
+	return ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
+func (f fields) str(name string, required bool) (string, string) {
+	if !f.has(name) {
+		if required {
+			return "", name + ": field required"
+		}
+		return "", ""
+	}
+	var s string
+	if err := json.Unmarshal(f[name], &s); err != nil {
+		return "", name + ": must be a string"
+	}
+	if required && s == "" {
+		return "", name + ": must not be empty"
+	}
+	return s, ""
+}
+
+func (f fields) boolean(name string) (bool, string) {
+	if !f.has(name) {
+		return false, ""
+	}
+	var b bool
+	if err := json.Unmarshal(f[name], &b); err != nil {
+		return false, name + ": must be a boolean"
+	}
+	return b, ""
+}
+
+// integer reads a positive integer; 0 when absent.
+func (f fields) integer(name string, min int64) (int64, string) {
+	if !f.has(name) {
+		return 0, ""
+	}
+	var n json.Number
+	if err := json.Unmarshal(f[name], &n); err != nil {
+		return 0, name + ": must be an integer"
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return 0, name + ": must be an integer"
+	}
+	if v < min {
+		return 0, fmt.Sprintf("%s: must be at least %d", name, min)
+	}
+	return v, ""
+}
+
+func (f fields) number(name string, lo, hi float64) string {
+	if !f.has(name) {
+		return ""
+	}
+	var v float64
+	if err := json.Unmarshal(f[name], &v); err != nil {
+		return name + ": must be a number"
+	}
+	if v < lo || v > hi {
+		return fmt.Sprintf("%s: must be between %g and %g", name, lo, hi)
+	}
+	return ""
+}
+
+func (f fields) array(name string, required bool) ([]json.RawMessage, string) {
+	if !f.has(name) {
+		if required {
+			return nil, name + ": field required"
+		}
+		return nil, ""
+	}
+	var a []json.RawMessage
+	if err := json.Unmarshal(f[name], &a); err != nil {
+		return nil, name + ": must be an array"
+	}
+	return a, ""
+}
+
+// first returns the first non-empty message.
+func first(msgs ...string) string {
+	for _, m := range msgs {
+		if m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+// parseMessages validates a messages-protocol body (Anthropic Messages API).
+func parseMessages(body []byte) (textRequest, string) {
+	f, msg := decodeObject(body)
+	if msg != "" {
+		return textRequest{}, msg
+	}
+	var req textRequest
+	var m1, m2, m3 string
+	req.Model, m1 = f.str("model", true)
+	req.Stream, m2 = f.boolean("stream")
+	if !f.has("max_tokens") {
+		m3 = "max_tokens: field required"
+	} else {
+		// 0 is allowed: the public API uses it to warm a prompt cache.
+		req.MaxTokens, m3 = f.integer("max_tokens", 0)
+	}
+	if msg := first(m1, m3, m2, f.number("temperature", 0, 1), f.number("top_p", 0, 1), checkStopSequences(f)); msg != "" {
+		return req, msg
+	}
+	if f.has("top_k") {
+		if _, msg := f.integer("top_k", 0); msg != "" {
+			return req, msg
+		}
+	}
+	if f.has("system") {
+		if msg := checkContent("system", f["system"]); msg != "" {
+			return req, msg
+		}
+	}
+	msgs, msg := f.array("messages", true)
+	if msg != "" {
+		return req, msg
+	}
+	if len(msgs) == 0 {
+		return req, "messages: at least one message is required"
+	}
+	for i, raw := range msgs {
+		if msg := checkAnthropicMessage(i, raw); msg != "" {
+			return req, msg
+		}
+	}
+	return req, ""
+}
+
+func checkStopSequences(f fields) string {
+	if !f.has("stop_sequences") {
+		return ""
+	}
+	var s []string
+	if err := json.Unmarshal(f["stop_sequences"], &s); err != nil {
+		return "stop_sequences: must be an array of strings"
+	}
+	return ""
+}
+
+func checkAnthropicMessage(i int, raw json.RawMessage) string {
+	var m struct {
+		Role    *string         `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Sprintf("messages.%d: must be an object", i)
+	}
+	if m.Role == nil {
+		return fmt.Sprintf("messages.%d.role: field required", i)
+	}
+	if *m.Role != "user" && *m.Role != "assistant" {
+		return fmt.Sprintf("messages.%d.role: must be 'user' or 'assistant' (a system prompt goes in the top-level system field)", i)
+	}
+	if len(m.Content) == 0 || string(m.Content) == "null" {
+		return fmt.Sprintf("messages.%d.content: field required", i)
+	}
+	return checkContent(fmt.Sprintf("messages.%d.content", i), m.Content)
+}
+
+// checkContent accepts a string or an array of content blocks, checking
+// the text and image blocks the contract describes; other block types
+// (tool_use, tool_result, document, thinking, …) pass through.
+func checkContent(path string, raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return ""
+	}
+	var blocks []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return path + ": must be a string or an array of content blocks"
+	}
+	for j, b := range blocks {
+		p := fmt.Sprintf("%s.%d", path, j)
+		var typ string
+		if err := json.Unmarshal(b["type"], &typ); err != nil || typ == "" {
+			return p + ".type: field required"
+		}
+		switch typ {
+		case "text":
+			var text string
+			if err := json.Unmarshal(b["text"], &text); err != nil {
+				return p + ".text: field required for a text block"
+			}
+		case "image":
+			if msg := checkImageSource(p+".source", b["source"]); msg != "" {
+				return msg
+			}
+		}
+	}
+	return ""
+}
+
+func checkImageSource(path string, raw json.RawMessage) string {
+	var src struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &src) != nil {
+		return path + ": field required for an image block"
+	}
+	switch src.Type {
+	case "base64":
+		if src.MediaType == "" {
+			return path + ".media_type: field required for a base64 image"
+		}
+		if src.Data == "" {
+			return path + ".data: field required for a base64 image"
+		}
+	case "url":
+		if src.URL == "" {
+			return path + ".url: field required for a url image"
+		}
+	default:
+		return path + ".type: must be 'base64' or 'url'"
+	}
+	return ""
+}
+
+// parseChat validates a chat-completions body (OpenAI).
+func parseChat(body []byte) (textRequest, string) {
+	f, msg := decodeObject(body)
+	if msg != "" {
+		return textRequest{}, msg
+	}
+	var req textRequest
+	var m1, m2, m3, m4 string
+	req.Model, m1 = f.str("model", true)
+	req.Stream, m2 = f.boolean("stream")
+	req.MaxTokens, m3 = f.integer("max_completion_tokens", 1)
+	if req.MaxTokens == 0 {
+		req.MaxTokens, m4 = f.integer("max_tokens", 1)
+	}
+	if msg := first(m1, m2, m3, m4, f.number("temperature", 0, 2), f.number("top_p", 0, 1)); msg != "" {
+		return req, msg
+	}
+	if n, msg := f.integer("n", 1); msg != "" || n > 1 {
+		return req, first(msg, "n: only 1 choice per request is supported")
+	}
+	msgs, msg := f.array("messages", true)
+	if msg != "" {
+		return req, msg
+	}
+	if len(msgs) == 0 {
+		return req, "messages: at least one message is required"
+	}
+	for i, raw := range msgs {
+		var m struct {
+			Role string `json:"role"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return req, fmt.Sprintf("messages[%d]: must be an object", i)
+		}
+		switch m.Role {
+		case "system", "developer", "user", "assistant", "tool", "function":
+		default:
+			return req, fmt.Sprintf("messages[%d].role: must be one of system, developer, user, assistant, tool", i)
+		}
+	}
+	return req, ""
+}
+
+// parseResponses validates a responses body (OpenAI Responses API).
+func parseResponses(body []byte) (textRequest, string) {
+	f, msg := decodeObject(body)
+	if msg != "" {
+		return textRequest{}, msg
+	}
+	var req textRequest
+	var m1, m2, m3, m4, m5 string
+	req.Model, m1 = f.str("model", true)
+	req.Stream, m2 = f.boolean("stream")
+	req.MaxTokens, m3 = f.integer("max_output_tokens", 1)
+	_, m4 = f.str("instructions", false)
+	_, m5 = f.str("previous_response_id", false)
+	if msg := first(m1, m2, m3, m4, m5, f.number("temperature", 0, 2), f.number("top_p", 0, 1)); msg != "" {
+		return req, msg
+	}
+	if !f.has("input") {
+		return req, "input: field required"
+	}
+	var s string
+	var items []json.RawMessage
+	if json.Unmarshal(f["input"], &s) != nil && json.Unmarshal(f["input"], &items) != nil {
+		return req, "input: must be a string or an array of input items"
+	}
+	if f.has("reasoning") {
+		var r struct {
+			Effort *string `json:"effort"`
+		}
+		if err := json.Unmarshal(f["reasoning"], &r); err != nil {
+			return req, "reasoning: must be an object"
+		}
+		if r.Effort != nil {
+			switch *r.Effort {
+			case "high", "medium", "low", "minimal", "none":
+			default:
+				return req, "reasoning.effort: must be one of high, medium, low, none"
+			}
+		}
+	}
+	return req, checkTools(f)
+}
+
+func checkTools(f fields) string {
+	tools, msg := f.array("tools", false)
+	if msg != "" {
+		return msg
+	}
+	for i, raw := range tools {
+		var t struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return fmt.Sprintf("tools[%d]: must be an object", i)
+		}
+		switch t.Type {
+		case "function", "web_search_preview", "web_search":
+		default:
+			return fmt.Sprintf("tools[%d].type: must be function or web_search_preview", i)
+		}
+	}
+	if f.has("tool_choice") {
+		var s string
+		if json.Unmarshal(f["tool_choice"], &s) == nil {
+			switch s {
+			case "auto", "none", "required":
+			default:
+				return "tool_choice: must be auto, none, required or a tool object"
+			}
+		}
+	}
+	return ""
+}
