@@ -69,6 +69,9 @@ func Register(mux Mux, d *Deps) {
 	mux.Handle("POST /v1/chat/completions", &Text{d, chatProtocol()})
 	mux.Handle("POST /v1/responses", &Text{d, responsesProtocol()})
 
+	mux.Handle("GET /v1/models", http.HandlerFunc((&Models{d}).List))
+	mux.Handle("GET /v1/pricing", http.HandlerFunc((&Pricing{d}).Catalog))
+
 	usage := &Usage{d}
 	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(usage.Requests))
 	mux.Handle("GET /api/usage/tokens/summary", http.HandlerFunc(usage.Summary))

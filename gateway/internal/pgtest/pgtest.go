@@ -41,6 +41,11 @@ import (
 // EnvDSN names an existing server to use instead of starting one.
 const EnvDSN = "MODELGATE_PGTEST_DSN"
 
+const (
+	rootPattern = "modelgate-pgtest-"
+	ownerFile   = "owner.pid"
+)
+
 // Server is a PostgreSQL server started for the tests.
 type Server struct {
 	binDir   string
@@ -130,6 +135,7 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	reapOrphans(bin)
 	s := &Server{binDir: bin}
 	if err := s.initCluster(); err != nil {
 		_ = s.destroy()
@@ -144,13 +150,18 @@ func start() (*Server, error) {
 
 func (s *Server) initCluster() error {
 	var err error
-	if s.root, err = os.MkdirTemp("", "modelgate-pgtest-"); err != nil {
+	if s.root, err = os.MkdirTemp("", rootPattern); err != nil {
 		return err
 	}
 	for _, d := range []string{"data", "sock"} {
 		if err := os.Mkdir(filepath.Join(s.root, d), 0o700); err != nil {
 			return err
 		}
+	}
+	// Record the owner so that a later run can stop this server if this test
+	// binary dies without cleaning up (a panic, a timeout kill).
+	if err := os.WriteFile(filepath.Join(s.root, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return err
 	}
 	if os.Geteuid() == 0 {
 		if err := s.dropRoot(); err != nil {
@@ -267,4 +278,34 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// reapOrphans stops and removes servers left by test binaries that died
+// without cleanup: a server whose owner process no longer exists.
+func reapOrphans(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), rootPattern+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || processAlive(pid) {
+			continue
+		}
+		orphan := &Server{binDir: bin, root: dir}
+		if info, err := os.Stat(dir); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && st.Uid != 0 {
+				orphan.cred = &syscall.Credential{Uid: st.Uid, Gid: st.Gid}
+			}
+		}
+		if err := orphan.destroy(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: reap %s: %v\n", dir, err)
+		}
+	}
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -1,0 +1,88 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/pricing"
+)
+
+// Pricing serves GET /v1/pricing: the catalog of image and video prices the
+// calling key would pay, customer prices and group ratio included.
+type Pricing struct{ *Deps }
+
+// Catalog answers one page of the catalog. Every answer is private and not
+// to be cached.
+func (h *Pricing) Catalog(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "private, no-store")
+	ctx := r.Context()
+	p, f := h.Auth.APIKey(ctx, r, false)
+	if f != nil {
+		apierr.Pricing(w, f.Status, "invalid_api_key", f.Message)
+		return
+	}
+	if g := p.Token.Spec.Group; g != "" && g != auth.AutoGroup && !tenantAllowsGroup(p.Tenant, g) {
+		apierr.Pricing(w, http.StatusForbidden, "group_not_allowed", "the key's group is not allowed for this account")
+		return
+	}
+	q, err := pricing.ParseCatalogQuery(r.URL.Query())
+	if err != nil {
+		apierr.Pricing(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	in, err := h.input(ctx, p)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "load customer pricing")
+		apierr.Pricing(w, http.StatusServiceUnavailable, "pricing_unavailable",
+			"customer pricing cannot be loaded safely right now; retry later")
+		return
+	}
+	page, err := pricing.BuildCatalog(in, q)
+	switch {
+	case errors.Is(err, pricing.ErrModelNotFound):
+		apierr.Pricing(w, http.StatusNotFound, "model_not_found", "model "+q.Model+" is not available to this key")
+	case err != nil:
+		log.FromContext(ctx).Error(err, "build catalog")
+		apierr.Pricing(w, http.StatusServiceUnavailable, "pricing_unavailable", "the price catalog cannot be built safely right now")
+	default:
+		writeJSON(w, http.StatusOK, page)
+	}
+}
+
+// input gathers the routes and rules visible to the key's tenant from the
+// cache. A cache that has not synced cannot be trusted to hold the
+// customer's prices, so it is an error, never an empty (public) catalog.
+func (h *Pricing) input(ctx context.Context, p *auth.Principal) (pricing.CatalogInput, error) {
+	in := pricing.CatalogInput{
+		SystemNamespace: h.SystemNamespace, TenantNamespace: p.Tenant.Namespace,
+		Groups: p.Groups(), ModelAllowed: p.AllowsModel,
+	}
+	if syncer, ok := h.Cache.(interface{ WaitForCacheSync(context.Context) bool }); ok {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if !syncer.WaitForCacheSync(sctx) {
+			return in, errors.New("informer cache not synced")
+		}
+	}
+	for _, ns := range []string{h.SystemNamespace, p.Tenant.Namespace} {
+		routes := &v1.ModelRouteList{}
+		if err := h.Cache.List(ctx, routes, client.InNamespace(ns)); err != nil {
+			return in, err
+		}
+		rules := &v1.PriceRuleList{}
+		if err := h.Cache.List(ctx, rules, client.InNamespace(ns)); err != nil {
+			return in, err
+		}
+		in.Routes = append(in.Routes, routes.Items...)
+		in.Rules = append(in.Rules, rules.Items...)
+	}
+	return in, nil
+}
