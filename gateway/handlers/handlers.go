@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -41,6 +42,8 @@ type Deps struct {
 	Credentials func(ctx context.Context, namespace, name, key string) (string, error)
 	// SystemNamespace holds the platform's routes and prices.
 	SystemNamespace string
+	// Blobs stores uploads and generated assets.
+	Blobs *blob.Store
 }
 
 // UsageSink takes usage rows; *usagelog.Writer is one.

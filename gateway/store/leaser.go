@@ -36,16 +36,23 @@ type Leaser struct {
 	leases map[int64]*localLease // by token ID
 	closed bool
 
-	takes atomic.Int64
+	prefetches sync.WaitGroup // background refills; Close waits for them
+	takes      atomic.Int64
 }
 
 // localLease is the replica's view of its lease on one token.
 type localLease struct {
-	mu        sync.Mutex
-	id        int64         // lease row; 0 when none or unbounded
-	available billing.Quota // leased and not reserved locally
-	unbounded bool
-	expiresAt time.Time
+	// fill serialises takes from the ledger for this token and is held across
+	// the database round trip; mu is never held across I/O, so reservations
+	// covered by the lease and settles never wait for a refill.
+	fill sync.Mutex
+
+	mu          sync.Mutex
+	id          int64         // lease row; 0 when none or unbounded
+	available   billing.Quota // leased and not reserved locally
+	unbounded   bool
+	expiresAt   time.Time
+	prefetching bool
 }
 
 // Hold is one request's reservation, against a lease or (for an estimate
@@ -116,18 +123,33 @@ func (l *Leaser) Reserve(ctx context.Context, requestID string, tokenID, userID 
 	if err != nil {
 		return nil, err
 	}
+	if h := l.fromLease(ll, tokenID, userID, estimate); h != nil {
+		return h, nil
+	}
+	// Refill with what the lease lacks; if concurrent reservations used the
+	// refill up meanwhile, refill once more with the whole estimate, which
+	// refill then holds for this request alone.
+	if h, err := l.refill(ctx, ll, tokenID, userID, estimate, false); h != nil || err != nil {
+		return h, err
+	}
+	return l.refill(ctx, ll, tokenID, userID, estimate, true)
+}
+
+// fromLease holds estimate from the local lease if it is valid and covers
+// it, and starts a background refill when the lease runs low or nears
+// expiry. It returns nil when the caller must refill.
+func (l *Leaser) fromLease(ll *localLease, tokenID, userID int64, estimate billing.Quota) *Hold {
+	now := l.store.clock.Now()
 	ll.mu.Lock()
 	defer ll.mu.Unlock()
-	now := l.store.clock.Now()
-	if !ll.valid(now, l.renewAt()) || (!ll.unbounded && ll.available < estimate) {
-		if err := l.refill(ctx, ll, tokenID, userID, estimate, now); err != nil {
-			return nil, err
-		}
+	if !ll.covers(now, l.renewAt(), estimate) {
+		return nil
 	}
-	if !ll.unbounded {
-		ll.available -= estimate
+	h := ll.hold(estimate)
+	if !ll.prefetching && (ll.low(l.cfg.Chunk) || !ll.valid(now, 2*l.renewAt())) {
+		l.prefetch(ll, tokenID, userID)
 	}
-	return &Hold{lease: ll, leaseID: ll.id, amount: estimate}, nil
+	return h
 }
 
 // renewAt is how long before expiry a lease is renewed on use; it leaves
@@ -138,25 +160,111 @@ func (ll *localLease) valid(now time.Time, margin time.Duration) bool {
 	return now.Before(ll.expiresAt.Add(-margin))
 }
 
-// refill takes quota into the lease so that it covers estimate, and renews
-// its expiry. A local lease past its expiry may have been swept, so its
-// local balance is dropped before taking a fresh one.
-func (l *Leaser) refill(ctx context.Context, ll *localLease, tokenID, userID int64, estimate billing.Quota, now time.Time) error {
-	if !now.Before(ll.expiresAt) {
-		ll.available = 0
+func (ll *localLease) covers(now time.Time, margin time.Duration, estimate billing.Quota) bool {
+	return ll.valid(now, margin) && (ll.unbounded || ll.available >= estimate)
+}
+
+// low reports whether less than a quarter chunk is left: time to prefetch.
+func (ll *localLease) low(chunk billing.Quota) bool { return !ll.unbounded && ll.available < chunk/4 }
+
+func (ll *localLease) hold(estimate billing.Quota) *Hold {
+	if !ll.unbounded {
+		ll.available -= estimate
 	}
-	want := max(estimate-ll.available, 0)
+	return &Hold{lease: ll, leaseID: ll.id, amount: estimate}
+}
+
+// refill takes quota from the ledger into the lease and renews its expiry,
+// then holds estimate from it. It returns (nil, nil) when other requests used
+// the refill up before this one could hold from it; with whole set it takes
+// the full estimate, so that cannot happen.
+func (l *Leaser) refill(ctx context.Context, ll *localLease, tokenID, userID int64, estimate billing.Quota, whole bool) (*Hold, error) {
+	ll.fill.Lock()
+	defer ll.fill.Unlock()
+	now := l.store.clock.Now()
+	ll.mu.Lock()
+	if ll.covers(now, l.renewAt(), estimate) { // another refill got here first
+		h := ll.hold(estimate)
+		ll.mu.Unlock()
+		return h, nil
+	}
+	want := estimate
+	if !whole {
+		want = max(estimate-ll.usable(now), 0)
+	}
+	ll.mu.Unlock()
+
 	g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, int64(want), int64(l.cfg.Chunk), l.cfg.TTL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l.takes.Add(1)
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	ll.apply(g)
+	if whole {
+		// The take included the estimate: hold it even if concurrent holds
+		// drew the local balance down meanwhile (it stays >= 0).
+		ll.available -= min(estimate, billing.Quota(g.granted))
+		return &Hold{lease: ll, leaseID: ll.id, amount: estimate}, nil
+	}
+	if !ll.unbounded && ll.available < estimate {
+		return nil, nil
+	}
+	return ll.hold(estimate), nil
+}
+
+// usable is the local balance a take can build on: none once the lease has
+// expired, since the sweeper may have returned it.
+func (ll *localLease) usable(now time.Time) billing.Quota {
+	if !now.Before(ll.expiresAt) {
+		return 0
+	}
+	return ll.available
+}
+
+// apply records a take. A new or replacing lease row starts from its grant:
+// the old row was returned to the ledger in full, holds included.
+func (ll *localLease) apply(g leaseGrant) {
 	if g.replaced || g.id != ll.id {
 		ll.available = 0
 	}
 	ll.id, ll.unbounded, ll.expiresAt = g.id, g.unbounded, g.expiresAt
 	ll.available += billing.Quota(g.granted)
-	return nil
+}
+
+// prefetch tops the lease up and renews it in the background so that
+// requests rarely wait for a take. Called with ll.mu held.
+func (l *Leaser) prefetch(ll *localLease, tokenID, userID int64) {
+	// Add under l.mu, where Close sets closed before it Waits.
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	ll.prefetching = true
+	l.prefetches.Add(1)
+	l.mu.Unlock()
+	go func() {
+		defer l.prefetches.Done()
+		defer func() {
+			ll.mu.Lock()
+			ll.prefetching = false
+			ll.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ll.fill.Lock()
+		defer ll.fill.Unlock()
+		g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, 0, int64(l.cfg.Chunk), l.cfg.TTL)
+		if err != nil {
+			return // the next reservation that needs quota refills itself
+		}
+		l.takes.Add(1)
+		ll.mu.Lock()
+		ll.apply(g)
+		ll.mu.Unlock()
+	}()
 }
 
 func (l *Leaser) local(tokenID int64) (*localLease, error) {
@@ -226,6 +334,7 @@ func (l *Leaser) Close(ctx context.Context) error {
 	leases := l.leases
 	l.leases = map[int64]*localLease{}
 	l.mu.Unlock()
+	l.prefetches.Wait() // a prefetch in flight may still create or grow a lease
 	var errs []error
 	for _, ll := range leases {
 		ll.mu.Lock()

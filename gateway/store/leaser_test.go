@@ -300,3 +300,36 @@ func TestRefundStale(t *testing.T) {
 		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 800, Used: 100}))
 	})
 }
+
+func TestLeasePrefetchesBeforeRunningOut(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		clock := newFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		s := openStore(t, dsn, WithClock(clock))
+		a := newAccount(t, s, 1_000_000, 1_000_000, TokenLimits{})
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 1000, TTL: time.Minute})
+		h, err := l.Reserve(ctx, "", a.tokenID, a.userID, 100) // first take: 1000
+		g.Expect(err).NotTo(HaveOccurred())
+		settle(t, l, h, 100)
+		g.Expect(l.Takes()).To(Equal(int64(1)))
+		for range 7 { // 800 of 1000 used: below a quarter chunk left
+			h, err := l.Reserve(ctx, "", a.tokenID, a.userID, 100)
+			g.Expect(err).NotTo(HaveOccurred())
+			settle(t, l, h, 100)
+		}
+		g.Eventually(l.Takes).Should(Equal(int64(2)), "a background take tops the lease up")
+		g.Eventually(func() int64 { _, held, _ := s.LeaseTotals(ctx, a.tokenID); return held }).Should(Equal(int64(2000)))
+
+		clock.Step(30 * time.Second) // within 2×TTL/3 of expiry: renewed in the background
+		h, err = l.Reserve(ctx, "", a.tokenID, a.userID, 100)
+		g.Expect(err).NotTo(HaveOccurred())
+		settle(t, l, h, 100)
+		g.Eventually(l.Takes).Should(Equal(int64(3)))
+		clock.Step(40 * time.Second) // past the original expiry
+		n, err := s.SweepExpiredLeases(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(BeZero(), "the renewed lease is alive")
+		g.Expect(l.Close(ctx)).To(Succeed())
+	})
+}

@@ -6,6 +6,7 @@ package wire
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
@@ -52,6 +54,13 @@ type Options struct {
 	ReplicaID string
 	// DefaultRequestsPerMinute limits tenants without their own limit; 0: none.
 	DefaultRequestsPerMinute int32
+	// BlobDir is the local blob store (uploads, generated assets); default DataDir/blobs.
+	BlobDir string
+	// BlobSigningKey signs local blob URLs; the same on every replica.
+	BlobSigningKey []byte
+	// PublicURL is the gateway's public base URL for signed links; default
+	// the address it listens on.
+	PublicURL string
 }
 
 // Gateway builds the gateway server and adds it to the manager, which runs
@@ -78,11 +87,21 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		return nil, fmt.Errorf("usage writer: %w", err)
 	}
 	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID})
+	var srv *server.Server
+	blobs, err := openBlobs(o, func() string {
+		if o.PublicURL != "" {
+			return o.PublicURL
+		}
+		return "http://" + srv.Addr()
+	})
+	if err != nil {
+		return nil, err
+	}
 	prices := &priceBook{cache: mgr.GetCache(), system: o.SystemNamespace}
 	if err := prices.watch(context.Background(), mgr.GetCache()); err != nil {
 		return nil, err
 	}
-	srv := server.New(server.Options{
+	srv = server.New(server.Options{
 		Addr:          o.Listen,
 		ShutdownGrace: o.ShutdownGrace,
 		ReadyChecks: map[string]server.ReadyCheck{
@@ -106,11 +125,31 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		Prices:          prices.Table,
 		Credentials:     credentials(mgr.GetClient()),
 		SystemNamespace: o.SystemNamespace,
+		Blobs:           blobs,
 	})
+	srv.Handle("GET "+blob.FilesPath, blobs.Handler())
 	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser}); err != nil {
 		return nil, err
 	}
 	return srv, nil
+}
+
+// openBlobs opens the local blob store. Without a configured signing key a
+// random one is made: links then stop working when the process restarts,
+// which is acceptable for dev and tests but not for several replicas.
+func openBlobs(o Options, base func() string) (*blob.Store, error) {
+	dir := o.BlobDir
+	if dir == "" {
+		dir = filepath.Join(o.DataDir, "blobs")
+	}
+	key := o.BlobSigningKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+	}
+	return blob.OpenLocal(blob.Config{Dir: dir, SigningKey: key, BaseURL: base})
 }
 
 // credentials reads an upstream credential from a Secret of the route's
