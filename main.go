@@ -192,17 +192,21 @@ type gatewayFlags struct {
 	metricsAddr string
 	grace       time.Duration
 	defaultRPM  int
+	publicURL   string
 }
 
 func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.StringVar(&g.listen, "listen", defListen, "address of the HTTP API")
 	fs.DurationVar(&g.grace, "shutdown-grace", 30*time.Second, "time in-flight requests get to finish on shutdown")
+	fs.StringVar(&g.publicURL, "public-url", os.Getenv("MODELGATE_PUBLIC_URL"), "the gateway's public base URL for signed file links (env MODELGATE_PUBLIC_URL); default: the listen address")
 	fs.IntVar(&g.defaultRPM, "default-requests-per-minute", 0, "per-tenant request limit per replica for tenants without their own; 0 means none")
 }
 
 func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
 	return wire.Options{Listen: g.listen, ShutdownGrace: g.grace, SystemNamespace: systemNamespace,
-		DataDir: dataDir, ReplicaID: os.Getenv("POD_NAME"), DefaultRequestsPerMinute: int32(g.defaultRPM)}
+		DataDir: dataDir, ReplicaID: os.Getenv("POD_NAME"), DefaultRequestsPerMinute: int32(g.defaultRPM),
+		PublicURL: g.publicURL, BlobDir: os.Getenv("MODELGATE_BLOB_DIR"),
+		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY"))}
 }
 
 // knownProvider reports whether a provider adapter is compiled in.
