@@ -94,6 +94,13 @@ func (t *Text) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.p.fail(w, http.StatusBadRequest, "", msg)
 		return
 	}
+	var conv *conversation
+	if t.p.proto == providers.Responses {
+		if body, conv, msg = t.expandConversation(ctx, p, body); msg != "" {
+			t.p.fail(w, http.StatusBadRequest, "", msg)
+			return
+		}
+	}
 	call, status, code, msg := t.prepare(ctx, p, req, requestID, len(body))
 	if status != 0 {
 		if status == http.StatusTooManyRequests && call.retryAfter > 0 {
@@ -102,7 +109,7 @@ func (t *Text) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.p.fail(w, status, code, msg)
 		return
 	}
-	call.body, call.req, call.header = body, req, r.Header
+	call.body, call.req, call.header, call.conv = body, req, r.Header, conv
 	t.serve(ctx, w, p, call)
 }
 
@@ -119,6 +126,7 @@ type textCall struct {
 	estimate   billing.Quota
 	hold       *store.Hold
 	retryAfter time.Duration
+	conv       *conversation
 }
 
 // prepare checks the key's rights, finds the route, the price and the quota.
@@ -195,16 +203,21 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 	}
 	defer res.Close()
 	var usage providers.Usage
+	var response []byte
 	complete := true
 	if res.Stream != nil {
-		complete = t.pump(ctx, w, res.Stream)
-		usage = res.Stream.Usage()
+		capture := &streamCapture{}
+		complete = t.pump(ctx, w, res.Stream, capture.observe)
+		usage, response = res.Stream.Usage(), capture.response
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(res.Body)
-		usage = res.Usage
+		usage, response = res.Usage, res.Body
 	}
 	t.settle(ctx, p, c, cand, usage, !complete)
+	if complete {
+		t.saveConversation(context.WithoutCancel(ctx), p, c.req.Model, c.conv, response)
+	}
 }
 
 // invoke tries the plan's candidates in order until one answers. Only
@@ -266,7 +279,7 @@ func (t *Text) backend(ctx context.Context, c routing.Candidate) (providers.Back
 
 // pump copies stream events to the client, flushing each. It returns false
 // when the stream did not finish (client gone or upstream cut).
-func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Stream) bool {
+func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Stream, observe func(providers.Event)) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -282,6 +295,9 @@ func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Str
 		if err != nil {
 			log.FromContext(ctx).Info("stream ended early", "error", err.Error())
 			return false
+		}
+		if t.p.proto == providers.Responses {
+			observe(ev)
 		}
 		if err := writeEvent(w, ev); err != nil {
 			return false
@@ -369,4 +385,3 @@ func deref(p *int64) int64 {
 	}
 	return *p
 }
-

@@ -94,7 +94,9 @@ func usedQuota(t *testing.T, a *framework.Account, wantRows int) (used, rowSum b
 	return used, rowSum
 }
 
-func uniqueModel(prefix string) string { return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1e9) }
+func uniqueModel(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1e9)
+}
 
 func usageWindow(a *framework.Account) store.UsageQuery {
 	now := time.Now().Unix()
