@@ -8,91 +8,150 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
-// spool is an append-only JSON-lines file of rows that could not be written
-// to the database. Each appended batch is fsynced before the writer moves on,
-// so a spooled row survives a crash; the file is truncated only after every
-// row in it is in the database. Only the writer's goroutine touches it.
-type spool struct {
+// The spool is an append-only JSON-lines file (Config.SpoolPath) of rows that
+// could not be written to the database. Each appended batch is fsynced before
+// the writer moves on, so a spooled row survives a crash. To replay without
+// stopping the appender, the active file is renamed to a numbered segment
+// (SpoolPath + ".replay-<n>") and a fresh active file is opened; segments are
+// replayed in order and deleted only after every row in them is stored.
+
+// segment is one spool file being appended to.
+type segment struct {
+	path  string
 	f     *os.File
 	rows  int64
 	bytes int64
 }
 
-func openSpool(path string) (*spool, error) {
+func openSegment(path string) (*segment, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open spool: %w", err)
 	}
-	sp := &spool{f: f}
-	if err := sp.scan(func(store.UsageRow) {}); err != nil {
+	sg := &segment{path: path, f: f}
+	sg.rows, sg.bytes, err = scanFile(path, func(store.UsageRow) error { return nil })
+	if err == nil {
+		// Cut a torn last line, or the next append would extend it into a
+		// corrupt line.
+		err = f.Truncate(sg.bytes)
+	}
+	if err != nil {
 		_ = f.Close()
-		return nil, err
+		return nil, fmt.Errorf("open spool %s: %w", path, err)
 	}
-	return sp, nil
-}
-
-// scan counts the file's rows and calls fn for each. A torn last line (a
-// crash in the middle of an append that was never acknowledged) is skipped.
-func (sp *spool) scan(fn func(store.UsageRow)) error {
-	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("read spool: %w", err)
-	}
-	r := bufio.NewReaderSize(sp.f, 1<<16)
-	var rows, size int64
-	for {
-		line, err := r.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			break // a line without its newline is torn: ignore it
-		}
-		if err != nil {
-			return fmt.Errorf("read spool: %w", err)
-		}
-		size += int64(len(line))
-		var row store.UsageRow
-		if err := json.Unmarshal(line, &row); err != nil {
-			return fmt.Errorf("spool line %d: %w", rows+1, err)
-		}
-		rows++
-		fn(row)
-	}
-	sp.rows, sp.bytes = rows, size
-	return nil
+	return sg, nil
 }
 
 // append writes rows as one block and fsyncs it.
-func (sp *spool) append(rows []store.UsageRow) error {
+func (sg *segment) append(rows []store.UsageRow) error {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf) // Encode terminates each row with '\n'
+	enc := json.NewEncoder(&buf) // Encode ends each row with '\n'
 	for i := range rows {
 		if err := enc.Encode(&rows[i]); err != nil {
 			return fmt.Errorf("encode spool row: %w", err)
 		}
 	}
-	if _, err := sp.f.Write(buf.Bytes()); err != nil {
+	if _, err := sg.f.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("append spool: %w", err)
 	}
-	if err := sp.f.Sync(); err != nil {
+	if err := sg.f.Sync(); err != nil {
 		return fmt.Errorf("sync spool: %w", err)
 	}
-	sp.rows += int64(len(rows))
-	sp.bytes += int64(buf.Len())
+	sg.rows += int64(len(rows))
+	sg.bytes += int64(buf.Len())
 	return nil
 }
 
-// reset empties the file after a complete replay.
-func (sp *spool) reset() error {
-	if err := sp.f.Truncate(0); err != nil {
-		return fmt.Errorf("truncate spool: %w", err)
+// rotate renames the active file to the next replay segment and opens a
+// fresh active file. It returns the segment's path.
+func (sg *segment) rotate() (string, error) {
+	seg := fmt.Sprintf("%s.replay-%020d", sg.path, time.Now().UnixNano())
+	if err := sg.f.Close(); err != nil {
+		return "", fmt.Errorf("close spool: %w", err)
 	}
-	if err := sp.f.Sync(); err != nil {
-		return fmt.Errorf("sync spool: %w", err)
+	if err := os.Rename(sg.path, seg); err != nil {
+		return "", fmt.Errorf("rotate spool: %w", err)
 	}
-	sp.rows, sp.bytes = 0, 0
-	return nil
+	if err := syncDir(filepath.Dir(sg.path)); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(sg.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("open spool: %w", err)
+	}
+	sg.f, sg.rows, sg.bytes = f, 0, 0
+	return seg, nil
 }
 
-func (sp *spool) close() error { return sp.f.Close() }
+func (sg *segment) close() error { return sg.f.Close() }
+
+// replaySegments lists the replay segments of path, oldest first.
+func replaySegments(path string) ([]string, error) {
+	segs, err := filepath.Glob(path + ".replay-*")
+	if err != nil {
+		return nil, fmt.Errorf("list spool segments: %w", err)
+	}
+	slices.Sort(segs) // zero-padded numbers sort by age
+	return segs, nil
+}
+
+// scanFile calls fn for each row of a spool file and returns the rows and
+// bytes read. A torn last line (a crash in the middle of an append, which was
+// never acknowledged) is skipped.
+func scanFile(path string, fn func(store.UsageRow) error) (rows, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read spool: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	for {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			return rows, size, nil // a line without its newline is torn: ignore it
+		}
+		if err != nil {
+			return rows, size, fmt.Errorf("read spool: %w", err)
+		}
+		var row store.UsageRow
+		if err := json.Unmarshal(line, &row); err != nil {
+			return rows, size, fmt.Errorf("%s line %d: %w", path, rows+1, err)
+		}
+		if err := fn(row); err != nil {
+			return rows, size, err
+		}
+		rows++
+		size += int64(len(line))
+	}
+}
+
+// countSegments sums the rows and bytes of replay segments.
+func countSegments(segs []string) (rows, size int64, err error) {
+	for _, s := range segs {
+		r, b, err := scanFile(s, func(store.UsageRow) error { return nil })
+		if err != nil {
+			return 0, 0, err
+		}
+		rows, size = rows+r, size+b
+	}
+	return rows, size, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync spool dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync spool dir: %w", err)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,9 @@ var (
 )
 
 // Writer queues usage rows and writes them in batches. Write is safe for
-// concurrent use; one goroutine does all database and spool I/O.
+// concurrent use. One goroutine batches rows into the database or the spool;
+// spool replays run in a second goroutine so that a slow or hanging database
+// never stalls the queue for longer than one insert.
 type Writer struct {
 	ins   Inserter
 	cfg   Config
@@ -81,10 +84,14 @@ type Writer struct {
 	mu     sync.RWMutex // Write holds it shared; Close exclusive, to close queue safely
 	closed bool
 
-	spool      *spool
-	spoolRows  atomic.Int64
-	spoolBytes atomic.Int64
-	written    atomic.Int64
+	// Owned by the batching goroutine.
+	active     *segment
+	replaying  bool
+	replayDone chan error
+
+	activeRows, activeBytes   atomic.Int64 // in the active spool file
+	pendingRows, pendingBytes atomic.Int64 // in replay segments
+	written                   atomic.Int64
 }
 
 // New opens the spool (replaying any rows a previous run left there as soon
@@ -94,21 +101,38 @@ func New(ins Inserter, cfg Config) (*Writer, error) {
 		return nil, errors.New("usagelog: SpoolPath is required")
 	}
 	cfg.defaults()
-	sp, err := openSpool(cfg.SpoolPath)
+	active, err := openSegment(cfg.SpoolPath)
 	if err != nil {
 		return nil, fmt.Errorf("usagelog: %w", err)
 	}
-	w := &Writer{
-		ins:   ins,
-		cfg:   cfg,
-		queue: make(chan store.UsageRow, cfg.QueueSize),
-		flush: make(chan chan struct{}),
-		done:  make(chan struct{}),
-		spool: sp,
+	segs, err := replaySegments(cfg.SpoolPath)
+	if err != nil {
+		_ = active.close()
+		return nil, fmt.Errorf("usagelog: %w", err)
 	}
-	w.publishSpool()
+	rows, size, err := countSegments(segs)
+	if err != nil {
+		_ = active.close()
+		return nil, fmt.Errorf("usagelog: %w", err)
+	}
+	return start(ins, cfg, active, rows, size), nil
+}
+
+func start(ins Inserter, cfg Config, active *segment, pendingRows, pendingBytes int64) *Writer {
+	w := &Writer{
+		ins:        ins,
+		cfg:        cfg,
+		queue:      make(chan store.UsageRow, cfg.QueueSize),
+		flush:      make(chan chan struct{}),
+		done:       make(chan struct{}),
+		active:     active,
+		replayDone: make(chan error, 1),
+	}
+	w.pendingRows.Store(pendingRows)
+	w.pendingBytes.Store(pendingBytes)
+	w.publishActive()
 	go w.run()
-	return w, nil
+	return w
 }
 
 // Write queues a row. It blocks while the queue is full and returns ctx's
@@ -128,7 +152,7 @@ func (w *Writer) Write(ctx context.Context, row store.UsageRow) error {
 }
 
 // Flush writes everything queued so far (to the database, or the spool if it
-// is down) and tries a replay of the spool.
+// is down) and waits for one replay of the spool.
 func (w *Writer) Flush(ctx context.Context) error {
 	ack := make(chan struct{})
 	select {
@@ -147,7 +171,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 }
 
 // Close stops accepting rows, writes every queued row and replays the spool
-// once more. It returns ErrSpooled when rows remain in the spool file (safe on
+// once more. It returns ErrSpooled when rows remain in the spool (safe on
 // disk, replayed by the next Writer on the same path).
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
@@ -161,8 +185,8 @@ func (w *Writer) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("usagelog: close: %w", ctx.Err())
 	}
-	if n := w.spoolRows.Load(); n > 0 {
-		return fmt.Errorf("usagelog: %w: %d rows in %s", ErrSpooled, n, w.cfg.SpoolPath)
+	if n := w.SpoolRows(); n > 0 {
+		return fmt.Errorf("usagelog: %w: %d rows in %s*", ErrSpooled, n, w.cfg.SpoolPath)
 	}
 	return nil
 }
@@ -170,23 +194,18 @@ func (w *Writer) Close(ctx context.Context) error {
 // QueueDepth is the number of rows waiting in memory.
 func (w *Writer) QueueDepth() int { return len(w.queue) }
 
-// SpoolRows is the number of rows in the spool file.
-func (w *Writer) SpoolRows() int64 { return w.spoolRows.Load() }
+// SpoolRows is the number of rows in the spool files.
+func (w *Writer) SpoolRows() int64 { return w.activeRows.Load() + w.pendingRows.Load() }
 
-// SpoolBytes is the size of the spool file.
-func (w *Writer) SpoolBytes() int64 { return w.spoolBytes.Load() }
+// SpoolBytes is the size of the spool files.
+func (w *Writer) SpoolBytes() int64 { return w.activeBytes.Load() + w.pendingBytes.Load() }
 
 // Written is the number of rows newly inserted into the database.
 func (w *Writer) Written() int64 { return w.written.Load() }
 
 func (w *Writer) run() {
 	defer close(w.done)
-	defer func() {
-		if err := w.spool.close(); err != nil {
-			w.cfg.Logger.Error("usage spool close", "err", err)
-		}
-	}()
-	w.replay()
+	w.startReplay()
 	tick := time.NewTicker(w.cfg.FlushInterval)
 	defer tick.Stop()
 	retry := time.NewTicker(w.cfg.RetryInterval)
@@ -197,7 +216,7 @@ func (w *Writer) run() {
 		case row, ok := <-w.queue:
 			if !ok {
 				w.write(batch)
-				w.replay()
+				w.finish()
 				return
 			}
 			batch = append(batch, row)
@@ -209,12 +228,16 @@ func (w *Writer) run() {
 			w.write(batch)
 			batch = batch[:0]
 		case <-retry.C:
-			w.replay()
+			w.startReplay()
+		case err := <-w.replayDone:
+			w.replayEnded(err)
 		case ack := <-w.flush:
 			batch = w.drain(batch)
 			w.write(batch)
 			batch = batch[:0]
-			w.replay()
+			w.waitReplay()
+			w.startReplay()
+			w.waitReplay()
 			close(ack)
 		}
 	}
@@ -239,26 +262,41 @@ func (w *Writer) drain(batch []store.UsageRow) []store.UsageRow {
 	}
 }
 
-// write stores a batch in the database, or in the spool when the database
-// fails or rows are already spooled (the database was down moments ago; the
-// retry ticker decides when to try it again, so a dead database costs one
-// failed insert per RetryInterval, not one per batch). It does not return
-// until the batch is in one of the two: if both fail (disk full and database
-// down) it retries, and Write blocks behind it.
+// finish runs at Close: wait for a replay in flight, then replay once more.
+func (w *Writer) finish() {
+	w.waitReplay()
+	w.startReplay()
+	w.waitReplay()
+	if err := w.active.close(); err != nil {
+		w.cfg.Logger.Error("usage spool close", "err", err)
+	}
+}
+
+// spooling reports whether rows are in the spool: the database failed
+// recently, so new batches go to the spool too until a replay empties it.
+// The retry ticker decides when to try the database again, so a dead
+// database costs one failed insert per RetryInterval, not one per batch.
+func (w *Writer) spooling() bool {
+	return w.active.rows > 0 || w.replaying || w.pendingRows.Load() > 0
+}
+
+// write stores a batch in the database or the spool. It does not return
+// until the batch is in one of the two: if both fail (database down and disk
+// full) it retries, and Write blocks behind it (back-pressure, no loss).
 func (w *Writer) write(batch []store.UsageRow) {
 	if len(batch) == 0 {
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		if w.spool.rows == 0 {
+		if !w.spooling() {
 			err := w.insert(batch)
 			if err == nil {
 				return
 			}
 			w.cfg.Logger.Warn("usage insert failed; spooling", "rows", len(batch), "err", err)
 		}
-		err := w.spool.append(batch)
-		w.publishSpool()
+		err := w.active.append(batch)
+		w.publishActive()
 		if err == nil {
 			return
 		}
@@ -278,42 +316,79 @@ func (w *Writer) insert(rows []store.UsageRow) error {
 	return nil
 }
 
-// replay inserts the spooled rows in batches and empties the spool when all
-// are in. A failed replay keeps the file; rows of it that were inserted
-// before the failure are skipped next time by their unique request ID.
-func (w *Writer) replay() {
-	if w.spool.rows == 0 {
+// startReplay rotates the active spool file into a replay segment and
+// replays all segments in the background, unless a replay is running.
+func (w *Writer) startReplay() {
+	if w.replaying {
 		return
 	}
-	var batch []store.UsageRow
-	var failed error
-	err := w.spool.scan(func(row store.UsageRow) {
-		if failed != nil {
+	if w.active.rows > 0 {
+		rows, size := w.active.rows, w.active.bytes
+		if _, err := w.active.rotate(); err != nil {
+			w.cfg.Logger.Error("usage spool rotate", "err", err)
 			return
 		}
-		batch = append(batch, row)
-		if len(batch) >= w.cfg.BatchSize {
-			failed = w.insert(batch)
-			batch = batch[:0]
-		}
-	})
-	if err == nil && failed == nil && len(batch) > 0 {
-		failed = w.insert(batch)
+		w.pendingRows.Add(rows)
+		w.pendingBytes.Add(size)
+		w.publishActive()
 	}
-	switch {
-	case err != nil:
-		w.cfg.Logger.Error("usage spool unreadable", "path", w.cfg.SpoolPath, "err", err)
-	case failed != nil:
-		w.cfg.Logger.Warn("usage spool replay failed; will retry", "rows", w.spool.rows, "err", failed)
-	default:
-		if err := w.spool.reset(); err != nil {
-			w.cfg.Logger.Error("usage spool reset", "err", err)
-		}
+	segs, err := replaySegments(w.cfg.SpoolPath)
+	if err != nil {
+		w.cfg.Logger.Error("usage spool", "err", err)
+		return
 	}
-	w.publishSpool()
+	if len(segs) == 0 {
+		return
+	}
+	w.replaying = true
+	go func() { w.replayDone <- w.replay(segs) }()
 }
 
-func (w *Writer) publishSpool() {
-	w.spoolRows.Store(w.spool.rows)
-	w.spoolBytes.Store(w.spool.bytes)
+func (w *Writer) waitReplay() {
+	if w.replaying {
+		w.replayEnded(<-w.replayDone)
+	}
+}
+
+func (w *Writer) replayEnded(err error) {
+	w.replaying = false
+	if err != nil {
+		w.cfg.Logger.Warn("usage spool replay failed; will retry", "rows", w.SpoolRows(), "err", err)
+	}
+}
+
+// replay inserts the rows of each segment in batches and deletes the
+// segment when all of its rows are in. Rows of a segment that were inserted
+// before a failure are skipped next time by their unique request ID. It runs
+// in its own goroutine and touches only the segment files.
+func (w *Writer) replay(segs []string) error {
+	for _, seg := range segs {
+		batch := make([]store.UsageRow, 0, w.cfg.BatchSize)
+		rows, size, err := scanFile(seg, func(r store.UsageRow) error {
+			batch = append(batch, r)
+			if len(batch) < w.cfg.BatchSize {
+				return nil
+			}
+			err := w.insert(batch)
+			batch = batch[:0]
+			return err
+		})
+		if err == nil && len(batch) > 0 {
+			err = w.insert(batch)
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(seg); err != nil {
+			return fmt.Errorf("remove replayed spool segment: %w", err)
+		}
+		w.pendingRows.Add(-rows)
+		w.pendingBytes.Add(-size)
+	}
+	return nil
+}
+
+func (w *Writer) publishActive() {
+	w.activeRows.Store(w.active.rows)
+	w.activeBytes.Store(w.active.bytes)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -85,6 +86,7 @@ func newWriter(t testing.TB, ins Inserter, cfg Config) *Writer {
 	if cfg.SpoolPath == "" {
 		cfg.SpoolPath = filepath.Join(t.TempDir(), "usage.spool")
 	}
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	w, err := New(ins, cfg)
 	if err != nil {
 		t.Fatalf("new writer: %v", err)
@@ -192,12 +194,25 @@ func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(fh.Close()).To(Succeed())
 
-	w2 := newWriter(t, s, Config{SpoolPath: spool})
+	// The next run appends more rows while the database is still down, then
+	// it comes back: the torn tail must not corrupt the new rows.
+	f2 := &flaky{s: s}
+	f2.down.Store(true)
+	w2 := newWriter(t, f2, Config{SpoolPath: spool, FlushInterval: time.Millisecond, RetryInterval: 10 * time.Millisecond})
+	for i := 300; i < 400; i++ {
+		g.Expect(w2.Write(ctx, row(i))).To(Succeed())
+	}
+	g.Expect(w2.Flush(ctx)).To(Succeed())
+	g.Expect(w2.SpoolRows()).To(Equal(int64(400)))
+	f2.down.Store(false)
 	g.Expect(w2.Close(ctx)).To(Succeed())
-	g.Expect(countRows(t, s)).To(Equal(int64(300)))
+	g.Expect(countRows(t, s)).To(Equal(int64(400)))
 	info, err := os.Stat(spool)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(info.Size()).To(BeZero())
+	segs, err := filepath.Glob(spool + ".replay-*")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(segs).To(BeEmpty(), "replayed segments are deleted")
 }
 
 func TestWriterBackPressureHonoursContext(t *testing.T) {
@@ -256,4 +271,43 @@ func TestWriterSurvivesPostgresRestart(t *testing.T) {
 	g.Eventually(func() int64 { _ = w.Flush(ctx); return w.SpoolRows() }).WithTimeout(20 * time.Second).Should(BeZero())
 	g.Expect(w.Close(ctx)).To(Succeed())
 	g.Expect(countRows(t, s)).To(Equal(int64(n)))
+}
+
+// hanging fails fast, then hangs every insert until its context ends (a
+// database that accepts connections but never answers), until healed.
+type hanging struct {
+	s      *store.Store
+	calls  atomic.Int64
+	healed atomic.Bool
+}
+
+func (h *hanging) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error) {
+	switch {
+	case h.healed.Load():
+		return h.s.InsertUsage(ctx, rows)
+	case h.calls.Add(1) == 1:
+		return 0, errors.New("connection reset")
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestWriterDoesNotStallOnHangingDatabase: while a replay hangs on the
+// database, new rows keep flowing into the spool and Write never blocks.
+func TestWriterDoesNotStallOnHangingDatabase(t *testing.T) {
+	g := NewWithT(t)
+	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+	h := &hanging{s: s}
+	w := newWriter(t, h, Config{QueueSize: 10, BatchSize: 5, FlushInterval: time.Millisecond,
+		RetryInterval: 5 * time.Millisecond, InsertTimeout: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // well under InsertTimeout
+	defer cancel()
+	for i := range 1000 {
+		g.Expect(w.Write(ctx, row(i))).To(Succeed())
+	}
+	g.Eventually(w.SpoolRows).Should(Equal(int64(1000)))
+	g.Expect(h.calls.Load()).To(BeNumerically(">=", 2), "a replay is hanging")
+	h.healed.Store(true)
+	g.Expect(w.Close(context.Background())).To(Succeed())
+	g.Expect(countRows(t, s)).To(Equal(int64(1000)))
 }
