@@ -267,7 +267,12 @@ func (r *ApiTokenReconciler) mirrorUsage(ctx context.Context, tok *v1.ApiToken) 
 	if err != nil {
 		return 0, err
 	}
-	tok.Status.RemainQuota, tok.Status.UsedQuota = int64(b.Remain), int64(b.Used)
+	leased, err := r.Ledger.TokenLeased(ctx, tok.Status.TokenID)
+	if err != nil {
+		return 0, err
+	}
+	// Quota leased to gateway replicas is held, not spent.
+	tok.Status.RemainQuota, tok.Status.UsedQuota = int64(b.Remain+leased), int64(b.Used)
 	if b.AccessedTime > 0 {
 		at := metav1.NewTime(time.Unix(b.AccessedTime, 0))
 		tok.Status.AccessedAt = &at

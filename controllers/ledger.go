@@ -17,6 +17,8 @@ type Ledger interface {
 	EnsureToken(ctx context.Context, spec store.TokenSpec) (int64, error)
 	UpdateTokenLimits(ctx context.Context, tokenID int64, l store.TokenLimits) error
 	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
+	TenantLeased(ctx context.Context, userID int64) (billing.Quota, error)
+	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
 }
 
 var _ Ledger = (*store.Store)(nil)

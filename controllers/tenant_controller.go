@@ -211,7 +211,12 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) (tim
 	if err != nil {
 		return 0, err
 	}
-	t.Status.RemainQuota, t.Status.UsedQuota = int64(b.Remain), int64(b.Used)
+	leased, err := r.Ledger.TenantLeased(ctx, t.Status.UserID)
+	if err != nil {
+		return 0, err
+	}
+	// Quota leased to gateway replicas is held, not spent.
+	t.Status.RemainQuota, t.Status.UsedQuota = int64(b.Remain+leased), int64(b.Used)
 	synced := metav1.NewTime(now.Truncate(time.Second))
 	t.Status.BalanceSyncedAt = &synced
 	return period, nil

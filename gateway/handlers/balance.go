@@ -35,6 +35,13 @@ func (h *Balance) User(w http.ResponseWriter, r *http.Request) {
 		apierr.Simple(w, http.StatusOK, msgNoUserQuota)
 		return
 	}
+	leased, err := h.Ledger.TenantLeased(r.Context(), p.UserID)
+	if err != nil {
+		log.FromContext(r.Context()).Error(err, "tenant leases", "userID", p.UserID)
+		apierr.Simple(w, http.StatusOK, msgNoUsedQuota)
+		return
+	}
+	b.Remain += leased // held by a gateway replica, not spent
 	unlimited := b.Unlimited || p.Tenant.Spec.UnlimitedQuota
 	remainUSD, remainCredits := number(b.Remain.USD().String()), number(b.Remain.Credits().String())
 	if unlimited {
@@ -65,8 +72,14 @@ func (h *Balance) Token(w http.ResponseWriter, r *http.Request) {
 		apierr.Simple(w, http.StatusOK, msgNoTokenQuota)
 		return
 	}
+	leased, err := h.Ledger.TokenLeased(r.Context(), p.TokenID)
+	if err != nil {
+		log.FromContext(r.Context()).Error(err, "token leases", "tokenID", p.TokenID)
+		apierr.Simple(w, http.StatusOK, msgNoTokenQuota)
+		return
+	}
 	unlimited := p.Token.Spec.UnlimitedQuota
-	remain := b.Remain
+	remain := b.Remain + leased
 	body := map[string]any{
 		"success":         true,
 		"token_id":        p.TokenID,
