@@ -66,3 +66,14 @@ envtest: ## Build kube-apiserver and etcd from the Go module proxy (once; cached
 .PHONY: helm
 helm: ## Install helm.
 	@hack/tools.sh helm
+
+##@ Deployment
+
+.PHONY: kustomize
+kustomize: ## Install kustomize.
+	@hack/tools.sh kustomize
+
+.PHONY: helm-lint
+helm-lint: helm ## Lint charts/modelgate with default and with full values (test/deploy applies them to envtest).
+	$(HELM) lint charts/modelgate --strict
+	$(HELM) lint charts/modelgate --strict -f test/deploy/testdata/full-values.yaml

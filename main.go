@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/shopspring/decimal"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/devenv"
+	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
 	"github.com/modelgate/modelgate/gateway/providers"
@@ -160,7 +162,11 @@ func runManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider}); err != nil {
+	blobs, err := controllerBlobs("")
+	if err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider, Blobs: blobs}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -193,12 +199,21 @@ type gatewayFlags struct {
 	grace       time.Duration
 	defaultRPM  int
 	publicURL   string
+	balanceUnit string
+	cnyPerUSD   decimal.Decimal
 }
 
 func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.StringVar(&g.listen, "listen", defListen, "address of the HTTP API")
 	fs.DurationVar(&g.grace, "shutdown-grace", 30*time.Second, "time in-flight requests get to finish on shutdown")
 	fs.StringVar(&g.publicURL, "public-url", os.Getenv("MODELGATE_PUBLIC_URL"), "the gateway's public base URL for signed file links (env MODELGATE_PUBLIC_URL); default: the listen address")
+	fs.StringVar(&g.balanceUnit, "balance-unit", envOr("MODELGATE_BALANCE_UNIT", "usd"), "unit of remain_balance/used_balance: usd, cny or tokens")
+	fs.Func("cny-per-usd", "exchange rate for --balance-unit=cny (a decimal, default 7.2)", func(s string) error {
+		d, err := decimal.NewFromString(s)
+		g.cnyPerUSD = d
+		return err
+	})
+	g.cnyPerUSD = decimal.RequireFromString("7.2")
 	fs.IntVar(&g.defaultRPM, "default-requests-per-minute", 0, "per-tenant request limit per replica for tenants without their own; 0 means none")
 }
 
@@ -206,7 +221,8 @@ func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
 	return wire.Options{Listen: g.listen, ShutdownGrace: g.grace, SystemNamespace: systemNamespace,
 		DataDir: dataDir, ReplicaID: os.Getenv("POD_NAME"), DefaultRequestsPerMinute: int32(g.defaultRPM),
 		PublicURL: g.publicURL, BlobDir: os.Getenv("MODELGATE_BLOB_DIR"),
-		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY"))}
+		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
+		BalanceUnit:    handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}}
 }
 
 // knownProvider reports whether a provider adapter is compiled in.
@@ -317,7 +333,11 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider}); err != nil {
+	blobs, err := controllerBlobs(dataDir)
+	if err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider, Blobs: blobs}); err != nil {
 		return err
 	}
 	gw, err := wire.Gateway(mgr, ledger, g.options(*sysNS, dataDir))

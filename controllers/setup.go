@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/modelgate/modelgate/gateway/blob"
 )
 
 // Options configure every reconciler.
@@ -15,6 +17,10 @@ type Options struct {
 	SyncPeriod time.Duration
 	// KnownProvider reports whether a provider adapter exists (nil: any).
 	KnownProvider func(name string) bool
+	// Blobs receives generated media (GenerationTask controller).
+	Blobs *blob.Store
+	// TaskRetention keeps final GenerationTask objects this long; default 1h.
+	TaskRetention time.Duration
 }
 
 // Setup registers every reconciler with the manager. Indexes are registered
@@ -33,6 +39,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if tl, ok := o.Ledger.(TaskLedger); ok {
+		if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: tl, Blobs: o.Blobs, Clock: o.Clock,
+			Retention: o.TaskRetention}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	return (&PriceRuleReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
 }

@@ -4,6 +4,7 @@
 #   hack/tools.sh controller-gen   bin/controller-gen
 #   hack/tools.sh envtest          bin/k8s/<version>/{kube-apiserver,etcd}
 #   hack/tools.sh helm             bin/helm
+#   hack/tools.sh kustomize        bin/kustomize
 #   hack/tools.sh all
 #
 # The envtest control plane cannot be downloaded here, so kube-apiserver and
@@ -19,6 +20,7 @@ CACHE=${MODELGATE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelgate/tools}
 
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.23.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+KUSTOMIZE_VERSION=${KUSTOMIZE_VERSION:-v5.8.3}
 KUBE_VERSION=${KUBE_VERSION:-1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.5}
 ENVTEST_DIR=$BIN/k8s/$KUBE_VERSION
@@ -152,11 +154,12 @@ MOD
 case "${1:-all}" in
   controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
   helm) go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
+  kustomize) go_install kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" ;;
   envtest) envtest ;;
   envtest-dir) echo "$ENVTEST_DIR" ;;
   all)
     go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
     envtest >/dev/null
     ;;
-  *) echo "usage: $0 controller-gen|helm|envtest|envtest-dir|all" >&2; exit 2 ;;
+  *) echo "usage: $0 controller-gen|helm|kustomize|envtest|envtest-dir|all" >&2; exit 2 ;;
 esac

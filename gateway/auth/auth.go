@@ -1,7 +1,7 @@
-// Package auth authenticates gateway requests from the informer cache: API
-// keys by the SHA-256 index of ApiTokens, and tenant access tokens (usage
-// API) by the user-ID index of Tenants. No API-server or database call is
-// made per request in steady state.
+// Package auth authenticates gateway requests from the informer cache
+// (index.Lookup): API keys by the SHA-256 index of ApiTokens, and tenant
+// access tokens (usage API) by the user-ID index of Tenants. No API-server or
+// database call is made per request in steady state.
 package auth
 
 import (
@@ -15,7 +15,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/index"
@@ -25,8 +24,8 @@ import (
 // AutoGroup lets a key use every group its tenant may use.
 const AutoGroup = "auto"
 
-// Principal is an authenticated API key and its tenant. The objects come
-// from the cache and must not be modified.
+// Principal is an authenticated API key and its tenant. The objects are the
+// cache's own (no copy is made on the hot path): never modify them.
 type Principal struct {
 	Token  *v1.ApiToken
 	Tenant *v1.Tenant
@@ -97,7 +96,7 @@ type TokenIDResolver func(ctx context.Context, tok *v1.ApiToken, userID int64) (
 
 // Authenticator checks credentials against the cache.
 type Authenticator struct {
-	Reader client.Reader
+	Lookup *index.Lookup
 	Clock  clock.PassiveClock
 	// ResolveTokenID is used only while a new token's status is empty.
 	ResolveTokenID TokenIDResolver
@@ -132,18 +131,15 @@ func (a *Authenticator) APIKey(ctx context.Context, r *http.Request, allowXAPIKe
 	if key == "" {
 		return nil, unauthorized("missing API key: send it as `Authorization: Bearer <key>`")
 	}
-	list := &v1.ApiTokenList{}
-	if err := a.Reader.List(ctx, list, client.MatchingFields{index.TokenKeyHash: keys.Hash(key)}); err != nil {
-		return nil, &Failure{Status: http.StatusInternalServerError, Message: "could not check the API key"}
-	}
-	if len(list.Items) != 1 {
+	found := a.Lookup.TokensByKeyHash(keys.Hash(key))
+	if len(found) != 1 {
 		return nil, unauthorized("invalid API key")
 	}
-	tok := &list.Items[0]
+	tok := found[0]
 	if f := a.tokenUsable(tok); f != nil {
 		return nil, f
 	}
-	tenant, f := a.tenantOf(ctx, tok.Namespace)
+	tenant, f := a.tenantOf(tok.Namespace)
 	if f != nil {
 		return nil, f
 	}
@@ -180,13 +176,8 @@ func (a *Authenticator) tokenUsable(tok *v1.ApiToken) *Failure {
 }
 
 // tenantOf returns the ready Tenant of a namespace.
-func (a *Authenticator) tenantOf(ctx context.Context, namespace string) (*v1.Tenant, *Failure) {
-	list := &v1.TenantList{}
-	if err := a.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return nil, &Failure{Status: http.StatusInternalServerError, Message: "could not load the account"}
-	}
-	for i := range list.Items {
-		t := &list.Items[i]
+func (a *Authenticator) tenantOf(namespace string) (*v1.Tenant, *Failure) {
+	for _, t := range a.Lookup.TenantsInNamespace(namespace) {
 		if t.Status.UserID != 0 && t.DeletionTimestamp.IsZero() &&
 			meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady) {
 			return t, nil
@@ -203,13 +194,8 @@ func (a *Authenticator) AccessToken(ctx context.Context, r *http.Request) (*v1.T
 	if token == "" || err != nil || userID <= 0 {
 		return nil, unauthorized("send the account's access token as `Authorization: Bearer <token>` and its numeric user ID as `X-User-Id`")
 	}
-	list := &v1.TenantList{}
-	if err := a.Reader.List(ctx, list, client.MatchingFields{index.TenantUserID: strconv.FormatInt(userID, 10)}); err != nil {
-		return nil, &Failure{Status: http.StatusInternalServerError, Message: "could not check the access token"}
-	}
 	want := keys.Hash(token)
-	for i := range list.Items {
-		t := &list.Items[i]
+	for _, t := range a.Lookup.TenantsByUserID(userID) {
 		if t.DeletionTimestamp.IsZero() && subtle.ConstantTimeCompare([]byte(t.Status.AccessTokenHash), []byte(want)) == 1 {
 			return t, nil
 		}

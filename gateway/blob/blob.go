@@ -57,6 +57,9 @@ func OpenLocal(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg}
 	b, err := fileblob.OpenBucket(cfg.Dir, &fileblob.Options{
 		CreateDir: true, DirFileMode: 0o750, URLSigner: signerFunc{s},
+		// Temporary files next to their objects: a rename from os.TempDir
+		// fails when the store is on another mount (a volume).
+		NoTempDir: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("blob: open %s: %w", cfg.Dir, err)
@@ -93,13 +96,15 @@ func (s *Store) Close() error { return s.bucket.Close() }
 // Put writes r under key and returns the bytes written. The write is
 // atomic: a failed Put leaves no partial object.
 func (s *Store) Put(ctx context.Context, key, contentType string, r io.Reader) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{ContentType: contentType})
 	if err != nil {
 		return 0, fmt.Errorf("blob: put %s: %w", key, err)
 	}
 	n, err := io.Copy(w, r)
 	if err != nil {
-		cancelWriter(w)
+		cancelWriter(cancel, w)
 		return n, fmt.Errorf("blob: write %s: %w", key, err)
 	}
 	if err := w.Close(); err != nil {
@@ -109,8 +114,10 @@ func (s *Store) Put(ctx context.Context, key, contentType string, r io.Reader) (
 }
 
 // cancelWriter abandons a write: closing a writer whose context is done
-// discards it, so the object is never created.
-func cancelWriter(w *blob.Writer) {
+// discards it, so the object is never created. (Closing it with a live
+// context would commit the partial object.)
+func cancelWriter(cancel context.CancelFunc, w *blob.Writer) {
+	cancel()
 	_ = w.Close()
 }
 

@@ -3,10 +3,14 @@ package handlers
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+
+	"github.com/shopspring/decimal"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/billing"
 )
 
 // Balance messages, as the contract gives them.
@@ -17,9 +21,31 @@ const (
 	unlimitedBalance = "-1"
 )
 
-// Balance serves the account and token balance endpoints. Amounts are USD
-// (remain_balance, used_balance) and credits, rendered from exact decimals.
+// Balance serves the account and token balance endpoints. remain_balance
+// and used_balance are in the configured display unit (USD by default, CNY
+// at a configured rate, or quota units); the credit fields always use
+// 200 credits = 1 USD. Amounts are rendered from exact decimals.
 type Balance struct{ *Deps }
+
+// BalanceUnit is the unit of remain_balance and used_balance.
+type BalanceUnit struct {
+	// Unit is "usd" (default), "cny" or "tokens" (quota units).
+	Unit string
+	// CNYPerUSD is the exchange rate for "cny".
+	CNYPerUSD decimal.Decimal
+}
+
+// amount renders quota in the display unit.
+func (u BalanceUnit) amount(q billing.Quota) json.Number {
+	switch u.Unit {
+	case "cny":
+		return number(q.USD().Mul(u.CNYPerUSD).String())
+	case "tokens":
+		return number(strconv.FormatInt(int64(q), 10))
+	default:
+		return number(q.USD().String())
+	}
+}
 
 // User serves GET /v1/user/balance and GET /user/balance: the account-wide
 // balance of the key's tenant, independent of the key.
@@ -43,14 +69,14 @@ func (h *Balance) User(w http.ResponseWriter, r *http.Request) {
 	}
 	b.Remain += leased // held by a gateway replica, not spent
 	unlimited := b.Unlimited || p.Tenant.Spec.UnlimitedQuota
-	remainUSD, remainCredits := number(b.Remain.USD().String()), number(b.Remain.Credits().String())
+	remainUSD, remainCredits := h.BalanceUnit.amount(b.Remain), number(b.Remain.Credits().String())
 	if unlimited {
 		remainUSD = unlimitedBalance
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":         true,
 		"remain_balance":  remainUSD,
-		"used_balance":    number(b.Used.USD().String()),
+		"used_balance":    h.BalanceUnit.amount(b.Used),
 		"remain_credits":  remainCredits,
 		"used_credits":    number(b.Used.Credits().String()),
 		"credits_per_usd": creditsPerUSD,
@@ -86,8 +112,8 @@ func (h *Balance) Token(w http.ResponseWriter, r *http.Request) {
 		"name":            p.Token.Spec.DisplayName,
 		"remain_quota":    int64(remain),
 		"used_quota":      int64(b.Used),
-		"remain_balance":  number(remain.USD().String()),
-		"used_balance":    number(b.Used.USD().String()),
+		"remain_balance":  h.BalanceUnit.amount(remain),
+		"used_balance":    h.BalanceUnit.amount(b.Used),
 		"remain_credits":  number(remain.Credits().String()),
 		"used_credits":    number(b.Used.Credits().String()),
 		"credits_per_usd": creditsPerUSD,

@@ -8,12 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -44,6 +46,14 @@ type Deps struct {
 	SystemNamespace string
 	// Blobs stores uploads and generated assets.
 	Blobs *blob.Store
+	// BalanceUnit is the display unit of the balance endpoints.
+	BalanceUnit BalanceUnit
+	// UploadTTL is how long an upload's signed URL works and the upload is
+	// kept before the sweeper deletes it; default DefaultUploadTTL (24h).
+	UploadTTL time.Duration
+	// ImageProbe checks remote reference images of the multi-image family;
+	// nil skips those remote checks.
+	ImageProbe media.ImageProbe
 }
 
 // UsageSink takes usage rows; *usagelog.Writer is one.
@@ -78,6 +88,10 @@ func Register(mux Mux, d *Deps) {
 	usage := &Usage{d}
 	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(usage.Requests))
 	mux.Handle("GET /api/usage/tokens/summary", http.HandlerFunc(usage.Summary))
+
+	registerMedia(mux, d)
+
+	registerUploads(mux, d)
 }
 
 // writeJSON writes a 200 (or status) JSON body.

@@ -39,8 +39,7 @@ func nonEmpty(s string) []string {
 // tokenKeyHashes indexes a token by its status hash and, for tokens made by
 // POST /v1/tokens, by its spec hash too, so a new key works as soon as the
 // gateway's cache sees the object, before the controller has run.
-func tokenKeyHashes(o client.Object) []string {
-	t := o.(*v1.ApiToken)
+func tokenKeyHashes(t *v1.ApiToken) []string {
 	switch {
 	case t.Spec.KeyHash != "" && t.Status.KeyHash != "" && t.Spec.KeyHash != t.Status.KeyHash:
 		return []string{t.Spec.KeyHash, t.Status.KeyHash}
@@ -58,7 +57,7 @@ func AddIndexes(ctx context.Context, ix client.FieldIndexer) error {
 		field string
 		fn    client.IndexerFunc
 	}{
-		{&v1.ApiToken{}, TokenKeyHash, tokenKeyHashes},
+		{&v1.ApiToken{}, TokenKeyHash, func(o client.Object) []string { return tokenKeyHashes(o.(*v1.ApiToken)) }},
 		{&v1.Tenant{}, TenantAccessTokenHash, func(o client.Object) []string {
 			return nonEmpty(o.(*v1.Tenant).Status.AccessTokenHash)
 		}},

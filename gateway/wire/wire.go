@@ -28,11 +28,13 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/handlers"
+	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 
 	// Provider adapters register themselves.
@@ -61,6 +63,10 @@ type Options struct {
 	// PublicURL is the gateway's public base URL for signed links; default
 	// the address it listens on.
 	PublicURL string
+	// BalanceUnit is the display unit of remain_balance and used_balance.
+	BalanceUnit handlers.BalanceUnit
+	// UploadTTL is how long uploads (and their signed URLs) live; default 24h.
+	UploadTTL time.Duration
 }
 
 // Gateway builds the gateway server and adds it to the manager, which runs
@@ -97,6 +103,10 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if err != nil {
 		return nil, err
 	}
+	lookup, err := index.NewLookup(context.Background(), mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
 	prices := &priceBook{cache: mgr.GetCache(), system: o.SystemNamespace}
 	if err := prices.watch(context.Background(), mgr.GetCache()); err != nil {
 		return nil, err
@@ -116,7 +126,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	})
 	handlers.Register(srv, &handlers.Deps{
 		Cache: mgr.GetCache(), Writer: mgr.GetClient(), Ledger: ledger, Clock: o.Clock,
-		Auth: &auth.Authenticator{Reader: mgr.GetCache(), Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)},
+		Auth: &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)},
 		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace,
 			Breaker: routing.NewBreaker(o.Clock)},
 		Limiter:         &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute},
@@ -126,9 +136,15 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		Credentials:     credentials(mgr.GetClient()),
 		SystemNamespace: o.SystemNamespace,
 		Blobs:           blobs,
+		UploadTTL:       o.UploadTTL,
+		BalanceUnit:     o.BalanceUnit,
 	})
 	srv.Handle("GET "+blob.FilesPath, blobs.Handler())
 	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser}); err != nil {
+		return nil, err
+	}
+	// Expired uploads and their blobs are deleted on every replica.
+	if err := mgr.Add(uploads.NewSweeper(ledger, blobs, o.Clock)); err != nil {
 		return nil, err
 	}
 	return srv, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -83,8 +85,19 @@ func (s *Stack) start(o StackOptions) error {
 	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	// The controllers write generated media where the gateway serves it from
+	// (wire's default blob directory); the gateway signs the URLs.
+	blobDir := o.Dir
+	if blobDir == "" {
+		blobDir = os.TempDir()
+	}
+	blobs, err := blob.OpenLocal(blob.Config{Dir: filepath.Join(blobDir, "blobs"),
+		SigningKey: []byte("controllers-write-only-signing-key"), BaseURL: func() string { return s.BaseURL }})
+	if err != nil {
+		return err
+	}
 	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: time.Second,
-		KnownProvider: func(name string) bool { _, ok := providers.Get(name); return ok }}); err != nil {
+		KnownProvider: func(name string) bool { _, ok := providers.Get(name); return ok }, Blobs: blobs}); err != nil {
 		return err
 	}
 	gw, err := wire.Gateway(mgr, s.Ledger, wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second,

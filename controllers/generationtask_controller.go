@@ -1,0 +1,390 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks"
+)
+
+// GenerationTask reasons and defaults.
+const (
+	ReasonTaskInFlight = "InFlight"
+	ReasonTaskArchived = "Archived"
+
+	// DefaultTaskRetention is how long a final task object stays before it
+	// is deleted (the ledger archive keeps answering queries).
+	DefaultTaskRetention = time.Hour
+	// DefaultSimulatedDelay is the simulated backend's generation time.
+	DefaultSimulatedDelay = 2 * time.Second
+	// ResultValidity is how long generated URLs are valid (expires_at).
+	ResultValidity = 24 * time.Hour
+	// CodeGenerationFailed is the error code of a failed task.
+	CodeGenerationFailed = "generation_failed"
+
+	minPoll = 250 * time.Millisecond
+	maxPoll = 10 * time.Second
+	// simDecidedSeconds is the length the simulated backend picks when the
+	// request lets the model decide (duration -1).
+	simDecidedSeconds = media.VideoDefaultDuration
+)
+
+// TaskLedger is the part of the ledger the GenerationTask controller uses;
+// *store.Store implements it.
+type TaskLedger interface {
+	Settle(ctx context.Context, requestID string, actual billing.Quota) error
+	Refund(ctx context.Context, requestID string) error
+	InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error)
+	UpsertTask(ctx context.Context, rec store.TaskRecord) error
+}
+
+var _ TaskLedger = (*store.Store)(nil)
+
+// GenerationTaskReconciler advances image and video tasks: queued →
+// in_progress → completed | failed, settles or refunds their reservation,
+// writes the usage row and the ledger archive, and deletes the object after
+// its retention.
+type GenerationTaskReconciler struct {
+	Client client.Client
+	Ledger TaskLedger
+	// Blobs receives generated assets; nil fails simulated tasks.
+	Blobs *blob.Store
+	Clock clock.PassiveClock
+	// Retention keeps a final task object this long; default DefaultTaskRetention.
+	Retention time.Duration
+	// SimulatedDelay is the simulated backend's default generation time
+	// (a backend option "delay" or a "[sim:delay=…]" prompt directive overrides it).
+	SimulatedDelay time.Duration
+}
+
+// +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks/status,verbs=get;update;patch
+
+// Reconcile advances one GenerationTask.
+func (r *GenerationTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	t := &v1.GenerationTask{}
+	if err := r.Client.Get(ctx, req.NamespacedName, t); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !t.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := t.DeepCopy()
+	res, err := r.reconcile(ctx, t)
+	if perr := patchStatusIfChanged(ctx, r.Client, before, t); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *GenerationTaskReconciler) reconcile(ctx context.Context, t *v1.GenerationTask) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	switch {
+	case tasks.Final(t.Status.Phase):
+		return r.finish(ctx, t, now)
+	case t.Status.Phase == "":
+		t.Status.Phase, t.Status.Progress = v1.TaskQueued, 0
+		t.Status.Billing = &v1.TaskBilling{Status: v1.BillingPending}
+		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, false, ReasonTaskInFlight, "the task is queued")
+		t.Status.ObservedGeneration = t.Generation
+		return ctrl.Result{}, r.archive(ctx, t) // the status change wakes us again
+	}
+	sub, err := tasks.SubmissionOf(t)
+	if err != nil {
+		return ctrl.Result{}, r.fail(ctx, t, now, "the task has no usable submission record")
+	}
+	route, backend, err := r.backend(ctx, t, sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if backend == nil {
+		return ctrl.Result{}, r.fail(ctx, t, now, "no backend of the model is available for this task")
+	}
+	if backend.Provider != tasks.SimulatedProvider {
+		return ctrl.Result{}, r.fail(ctx, t, now,
+			fmt.Sprintf("provider %q has no asynchronous media adapter in this release", backend.Provider))
+	}
+	return r.simulate(ctx, t, sub, route, backend, now)
+}
+
+// backend returns the task's route and the first usable backend of the
+// submission's plan; nil when none is left.
+func (r *GenerationTaskReconciler) backend(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission) (*v1.ModelRoute, *v1.Backend, error) {
+	route := &v1.ModelRoute{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: sub.RouteNamespace, Name: sub.RouteName}, route)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get route: %w", err)
+	}
+	names := sub.Backends
+	if t.Status.Backend != "" { // keep the backend a started task runs on
+		names = []string{t.Status.Backend}
+	}
+	for _, name := range names {
+		for i := range route.Spec.Backends {
+			if b := &route.Spec.Backends[i]; b.Name == name && !b.Disabled {
+				return route, b, nil
+			}
+		}
+	}
+	return route, nil, nil
+}
+
+// simulate runs the task on the built-in simulated backend: a generation
+// time, polled with a growing interval, then real files in the blob store.
+func (r *GenerationTaskReconciler) simulate(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
+	_ *v1.ModelRoute, b *v1.Backend, now time.Time) (ctrl.Result, error) {
+	st := &t.Status
+	dir := tasks.ParseDirectives(t.Spec.Request.Raw)
+	delay := r.simDelay(b, dir)
+	if st.StartedAt == nil || st.Phase == v1.TaskQueued {
+		started := metav1.NewTime(now)
+		st.Phase, st.Progress, st.StartedAt = v1.TaskInProgress, 0, &started
+		st.Backend, st.UpstreamTaskID, st.Attempts = b.Name, "sim-"+t.Spec.TaskID, st.Attempts+1
+		return r.pollAgain(t, now, 0, delay), nil
+	}
+	if next := st.NextPollAt; next != nil && now.Before(next.Time) {
+		return ctrl.Result{RequeueAfter: next.Sub(now)}, nil // woken early (our own write): no status change
+	}
+	elapsed := now.Sub(st.StartedAt.Time)
+	if elapsed < delay {
+		// Progress is written only at poll times, which thin out as the
+		// task runs: status writes stay coalesced.
+		st.Progress = int32(min(99, elapsed*100/max(delay, 1)))
+		return r.pollAgain(t, now, elapsed, delay), nil
+	}
+	if dir.Fail {
+		return ctrl.Result{}, r.fail(ctx, t, now, "the simulated backend failed the generation as the prompt asked ([sim:fail])")
+	}
+	if r.Blobs == nil {
+		return ctrl.Result{}, r.fail(ctx, t, now, "no blob store is configured for generated media")
+	}
+	res, seconds, err := r.generate(ctx, t, sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.complete(ctx, t, sub, now, res, seconds)
+}
+
+func (r *GenerationTaskReconciler) simDelay(b *v1.Backend, dir tasks.Directives) time.Duration {
+	if dir.Delay > 0 {
+		return dir.Delay
+	}
+	if v, ok := b.Options["delay"]; ok {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	if r.SimulatedDelay > 0 {
+		return r.SimulatedDelay
+	}
+	return DefaultSimulatedDelay
+}
+
+// pollAgain schedules the next poll: half the time already waited, between
+// minPoll and maxPoll, never past the expected end (then rounded up to a
+// whole second).
+func (r *GenerationTaskReconciler) pollAgain(t *v1.GenerationTask, now time.Time, elapsed, total time.Duration) ctrl.Result {
+	wait := min(max(elapsed/2, minPoll), maxPoll)
+	if left := total - elapsed; left > 0 && left < wait {
+		wait = left
+	}
+	// Status times are stored with second precision: round up so that a
+	// wake-up before the poll is recognised as early after the round trip.
+	at := now.Add(wait)
+	if r := at.Truncate(time.Second); !r.Equal(at) {
+		at = r.Add(time.Second)
+	}
+	next := metav1.NewTime(at)
+	t.Status.NextPollAt = &next
+	return ctrl.Result{RequeueAfter: at.Sub(now)}
+}
+
+// generate writes the task's outputs to the blob store under the tenant's
+// prefix. Writes are idempotent (same key, same bytes), so a retry after a
+// crash redoes them harmlessly. seconds is the video length produced.
+func (r *GenerationTaskReconciler) generate(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission) (*v1.TaskResult, int64, error) {
+	req := t.Spec.Request.Raw
+	put := func(i int, ext, ctype string, data []byte) (v1.TaskResultItem, error) {
+		key := tasks.BlobKey(t.Namespace, t.Spec.TaskID, i, ext)
+		if _, err := r.Blobs.Put(ctx, key, ctype, bytes.NewReader(data)); err != nil {
+			return v1.TaskResultItem{}, fmt.Errorf("store output %d: %w", i, err)
+		}
+		return v1.TaskResultItem{URL: tasks.BlobScheme + key}, nil
+	}
+	if t.Spec.Type == v1.ModelTypeVideo {
+		data, err := tasks.SimulatedVideo(t.Spec.TaskID, req)
+		if err != nil {
+			return nil, 0, err
+		}
+		item, err := put(0, "gif", "image/gif", data)
+		if err != nil {
+			return nil, 0, err
+		}
+		seconds := sub.DurationSeconds
+		if seconds <= 0 {
+			seconds = simDecidedSeconds
+		}
+		return &v1.TaskResult{Type: "video", Data: []v1.TaskResultItem{item}}, seconds, nil
+	}
+	n := int(max(sub.Outputs, 1))
+	res := &v1.TaskResult{Type: "image"}
+	for i := range n {
+		data, err := tasks.SimulatedImage(t.Spec.TaskID, i, req)
+		if err != nil {
+			return nil, 0, err
+		}
+		item, err := put(i, "png", "image/png", data)
+		if err != nil {
+			return nil, 0, err
+		}
+		res.Data = append(res.Data, item)
+	}
+	return res, 0, nil
+}
+
+// complete settles the charge of what was produced, records the usage row
+// and marks the task completed. Settle and the usage row are idempotent by
+// request ID, and the charge is a pure function of the task, so a retry
+// after a crash between the steps charges once.
+func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, now time.Time,
+	res *v1.TaskResult, seconds int64) error {
+	charge := r.charge(ctx, t, sub, int64(len(res.Data)), seconds)
+	st := &t.Status
+	switch err := r.Ledger.Settle(ctx, t.Spec.RequestID, charge); {
+	case errors.Is(err, store.ErrReservationClosed):
+		// Refunded meanwhile (a stale-reservation sweep): nothing was charged.
+		log.FromContext(ctx).Info("reservation already refunded; task completes unbilled", "task", t.Spec.TaskID)
+		charge = 0
+		st.Billing = refundedBilling()
+	case err != nil:
+		return fmt.Errorf("settle: %w", err)
+	default:
+		st.Billing = &v1.TaskBilling{Status: v1.BillingSettled, Quota: ptr.To(int64(charge)),
+			Credits: ptr.To(v1.Decimal(charge.CreditsString())), CostUSD: ptr.To(v1.Decimal(charge.CostUSD()))}
+		row := store.UsageRow{
+			RequestID: t.Spec.RequestID, CreatedAt: sub.AcceptedAt / 1000, UserID: t.Spec.UserID, TokenID: t.Spec.TokenID,
+			TokenName: sub.TokenDisplay, ModelName: string(t.Spec.Model), TaskID: t.Spec.TaskID,
+			BillingPhase: store.PhaseSettled, Quota: charge, Backend: st.Backend,
+		}
+		if _, err := r.Ledger.InsertUsage(ctx, []store.UsageRow{row}); err != nil {
+			return fmt.Errorf("usage row: %w", err)
+		}
+	}
+	done, expires := metav1.NewTime(now), metav1.NewTime(now.Add(ResultValidity))
+	st.Phase, st.Progress, st.Result, st.Error = v1.TaskCompleted, 100, res, nil
+	st.CompletedAt, st.ExpiresAt, st.NextPollAt = &done, &expires, nil
+	return nil
+}
+
+// charge prices the outputs produced with the rule snapshot taken at
+// submission, at the submission instant. A rule that no longer compiles
+// charges the reservation.
+func (r *GenerationTaskReconciler) charge(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, outputs, seconds int64) billing.Quota {
+	rule, err := pricing.Compile(&v1.PriceRule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sub.PriceNamespace, Name: sub.PriceName}, Spec: sub.Price}, "")
+	if err == nil {
+		u := pricing.Usage{Requests: outputs, InputImages: sub.InputImages, InputVideoSeconds: sub.InputVideoSeconds}
+		if t.Spec.Type == v1.ModelTypeVideo {
+			u.Requests, u.OutputSeconds = 1, seconds
+		}
+		var q billing.Quota
+		if q, err = rule.Charge(u, time.UnixMilli(sub.AcceptedAt)); err == nil {
+			return q
+		}
+	}
+	log.FromContext(ctx).Error(err, "price task outputs; charging the reservation", "task", t.Spec.TaskID)
+	return billing.Quota(t.Spec.ReservedQuota)
+}
+
+func refundedBilling() *v1.TaskBilling {
+	return &v1.TaskBilling{Status: v1.BillingRefunded, Quota: ptr.To[int64](0),
+		Credits: ptr.To(v1.Decimal("0")), CostUSD: ptr.To(v1.Decimal("0"))}
+}
+
+// fail refunds the reservation (nothing was produced) and marks the task failed.
+func (r *GenerationTaskReconciler) fail(ctx context.Context, t *v1.GenerationTask, now time.Time, message string) error {
+	switch err := r.Ledger.Refund(ctx, t.Spec.RequestID); {
+	case errors.Is(err, store.ErrReservationClosed), errors.Is(err, store.ErrNotFound):
+		// Settled already (cannot happen before output) or never reserved.
+		log.FromContext(ctx).Info("refund of a failed task found no open reservation", "task", t.Spec.TaskID, "error", err.Error())
+	case err != nil:
+		return fmt.Errorf("refund: %w", err)
+	}
+	done := metav1.NewTime(now)
+	st := &t.Status
+	st.Phase, st.Progress, st.Result, st.NextPollAt = v1.TaskFailed, 0, nil, nil
+	st.Error = &v1.TaskError{Code: CodeGenerationFailed, Message: message}
+	st.Billing, st.CompletedAt, st.ExpiresAt = refundedBilling(), &done, nil
+	return nil
+}
+
+// finish archives a final task once, then deletes the object after its retention.
+func (r *GenerationTaskReconciler) finish(ctx context.Context, t *v1.GenerationTask, now time.Time) (ctrl.Result, error) {
+	if !meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady) {
+		if err := r.archive(ctx, t); err != nil {
+			setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, false, v1.ReasonLedgerUnavailable, err.Error())
+			return ctrl.Result{}, err
+		}
+		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, true, ReasonTaskArchived,
+			fmt.Sprintf("the task is %s and archived in the ledger", t.Status.Phase))
+		t.Status.ObservedGeneration = t.Generation
+	}
+	retention := r.Retention
+	if retention <= 0 {
+		retention = DefaultTaskRetention
+	}
+	final := t.CreationTimestamp.Time
+	if t.Status.CompletedAt != nil {
+		final = t.Status.CompletedAt.Time
+	}
+	if left := final.Add(retention).Sub(now); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	if err := r.Client.Delete(ctx, t); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("delete after retention: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// archive writes the task's current state to the ledger.
+func (r *GenerationTaskReconciler) archive(ctx context.Context, t *v1.GenerationTask) error {
+	rec, err := tasks.Record(t)
+	if err != nil {
+		return err
+	}
+	return r.Ledger.UpsertTask(ctx, rec)
+}
+
+// SetupWithManager registers the reconciler.
+func (r *GenerationTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.GenerationTask{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
+		Named("generationtask").
+		Complete(r)
+}

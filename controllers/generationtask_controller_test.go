@@ -1,0 +1,202 @@
+package controllers_test
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks"
+)
+
+// These specs drive the GenerationTask reconciler step by step with a fake
+// clock, on a fake API client (so the suite's manager does not race them)
+// and the suite's real ledger.
+var _ = Describe("GenerationTask reconciler", func() {
+	const (
+		ns        = "tenant-tasks"
+		delay     = 10 * time.Second
+		retention = time.Hour
+		price     = "0.04" // USD per image
+	)
+	var (
+		clk     *clocktesting.FakeClock
+		c       client.Client
+		r       *controllers.GenerationTaskReconciler
+		userID  int64
+		tokenID int64
+		seq     int
+	)
+
+	BeforeEach(func() {
+		seq++
+		var err error
+		userID, err = ledger.EnsureTenant(ctx, fmt.Sprintf("gt-tenant-%d-%d", GinkgoRandomSeed(), seq), ns, "acct")
+		Expect(err).NotTo(HaveOccurred())
+		tokenID, err = ledger.EnsureToken(ctx, store.TokenSpec{UID: fmt.Sprintf("gt-token-%d-%d", GinkgoRandomSeed(), seq),
+			UserID: userID, Name: "key", RemainQuota: billing.QuotaPerUSD})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = ledger.ApplyGrant(ctx, userID, "g", billing.QuotaPerUSD)
+		Expect(err).NotTo(HaveOccurred())
+
+		clk = clocktesting.NewFakeClock(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
+		route := &v1.ModelRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: "img", Namespace: "modelgate-system"},
+			Spec: v1.ModelRouteSpec{Model: "img", Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileMultiImage,
+				Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Options: map[string]string{"delay": delay.String()}},
+					{Name: "real", Provider: "openai"}}},
+		}
+		scheme := runtime.NewScheme()
+		Expect(v1.AddToScheme(scheme)).To(Succeed())
+		c = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.GenerationTask{}).WithObjects(route).Build()
+		blobs, err := blob.OpenLocal(blob.Config{Dir: GinkgoT().TempDir(), SigningKey: []byte("0123456789abcdef0123"),
+			BaseURL: func() string { return "http://files.test" }})
+		Expect(err).NotTo(HaveOccurred())
+		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Blobs: blobs, Clock: clk, Retention: retention}
+	})
+
+	// submit does what the gateway does: reserve, then create the task.
+	submit := func(prompt string, n int64, backends ...string) *v1.GenerationTask {
+		taskID := tasks.NewTaskID()
+		requestID := "req-" + taskID
+		estimate := billing.Quota(n * 20000)
+		Expect(ledger.Reserve(ctx, requestID, tokenID, userID, estimate)).To(Succeed())
+		sub := &tasks.Submission{AcceptedAt: clk.Now().UnixMilli(), RouteNamespace: "modelgate-system", RouteName: "img",
+			Backends: backends, PriceNamespace: "modelgate-system", PriceName: "img-price", TokenDisplay: "key", Outputs: n,
+			Price: v1.PriceRuleSpec{Model: "img", ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
+				Unit: v1.UnitRequest, UnitPrice: price}}
+		ann, err := sub.Encode()
+		Expect(err).NotTo(HaveOccurred())
+		t := &v1.GenerationTask{
+			ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: ns,
+				Annotations: map[string]string{tasks.SubmissionAnnotation: ann}, CreationTimestamp: metav1.NewTime(clk.Now())},
+			Spec: v1.GenerationTaskSpec{TaskID: taskID, Model: "img", Type: v1.ModelTypeImage, Profile: v1.ProfileMultiImage,
+				Request:   runtime.RawExtension{Raw: []byte(fmt.Sprintf(`{"prompt":%q,"n":%d,"size":"1:1"}`, prompt, n))},
+				TokenName: "key", TokenID: tokenID, UserID: userID, ReservedQuota: int64(estimate), RequestID: requestID},
+		}
+		Expect(c.Create(ctx, t)).To(Succeed())
+		return t
+	}
+
+	step := func(t *v1.GenerationTask) ctrl.Result {
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(t)})
+		Expect(err).NotTo(HaveOccurred())
+		if err := c.Get(ctx, client.ObjectKeyFromObject(t), t); !apierrors.IsNotFound(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		return res
+	}
+
+	balance := func() store.TokenBalance {
+		b, err := ledger.TokenUsage(ctx, tokenID)
+		Expect(err).NotTo(HaveOccurred())
+		return b
+	}
+
+	It("advances queued → in_progress → completed with coalesced progress, settles once, archives, and deletes after retention", func() {
+		t := submit("four lamps", 4, "sim")
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskQueued))
+		Expect(t.Status.Billing.Status).To(Equal(v1.BillingPending))
+		rec, err := ledger.TaskByID(ctx, userID, t.Spec.TaskID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rec.Status).To(Equal("queued"))
+
+		res := step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskInProgress))
+		Expect(t.Status.Backend).To(Equal("sim"))
+		Expect(t.Status.Attempts).To(Equal(int32(1)))
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+
+		By("an early wake-up (our own status write) changes nothing")
+		rv := t.ResourceVersion
+		res = step(t)
+		Expect(t.ResourceVersion).To(Equal(rv))
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+
+		By("polls thin out as the task runs, and progress is written only at polls")
+		clk.Step(4 * time.Second)
+		res = step(t)
+		Expect(t.Status.Progress).To(Equal(int32(40)))
+		Expect(res.RequeueAfter).To(Equal(2 * time.Second))
+		Expect(balance().Remain).To(Equal(billing.QuotaPerUSD - 80000)) // 4 × 20 000 pre-deducted
+
+		clk.Step(6 * time.Second)
+		inFlight := t.DeepCopy()
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskCompleted))
+		Expect(t.Status.Progress).To(Equal(int32(100)))
+		Expect(t.Status.Result.Data).To(HaveLen(4))
+		Expect(t.Status.Result.Data[0].URL).To(HavePrefix(tasks.BlobScheme + "tenants/" + ns + "/tasks/"))
+		Expect(t.Status.ExpiresAt.Sub(t.Status.CompletedAt.Time)).To(Equal(24 * time.Hour))
+		Expect(t.Status.Billing.Status).To(Equal(v1.BillingSettled))
+		Expect(string(*t.Status.Billing.Credits)).To(Equal("32"))
+		Expect(string(*t.Status.Billing.CostUSD)).To(Equal("0.16"))
+		Expect(balance().Used).To(Equal(billing.Quota(80000)))
+
+		By("a restart that lost the final status write settles again without a second charge")
+		t.Status = inFlight.Status
+		Expect(c.Status().Update(ctx, t)).To(Succeed())
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskCompleted))
+		Expect(balance().Used).To(Equal(billing.Quota(80000)))
+		Expect(balance().Remain).To(Equal(billing.QuotaPerUSD - 80000))
+
+		step(t)
+		Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady)).To(BeTrue())
+		rec, err = ledger.TaskByID(ctx, userID, t.Spec.TaskID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rec.Status).To(Equal("completed"))
+		Expect(rec.BillingStatus).To(Equal("settled"))
+		Expect(rec.Quota).To(Equal(int64(80000)))
+		back, err := tasks.FromRecord(rec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(back.Status.Result.Data).To(Equal(t.Status.Result.Data))
+
+		res = step(t)
+		Expect(res.RequeueAfter).To(Equal(retention))
+		clk.Step(retention)
+		step(t)
+		Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(t), &v1.GenerationTask{}))).To(BeTrue())
+	})
+
+	It("fails and refunds on the failure directive, restoring the balance exactly", func() {
+		before := balance()
+		t := submit("[sim:fail] broken", 2, "sim")
+		step(t)
+		step(t)
+		clk.Step(delay)
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
+		Expect(t.Status.Error.Code).To(Equal(controllers.CodeGenerationFailed))
+		Expect(t.Status.Billing.Status).To(Equal(v1.BillingRefunded))
+		Expect(string(*t.Status.Billing.Credits)).To(Equal("0"))
+		Expect(t.Status.Result).To(BeNil())
+		Expect(balance().Remain).To(Equal(before.Remain))
+		Expect(balance().Used).To(Equal(before.Used))
+	})
+
+	It("fails a task whose backend has no asynchronous adapter, before anything is charged", func() {
+		before := balance()
+		t := submit("x", 1, "real")
+		step(t)
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
+		Expect(t.Status.Error.Message).To(ContainSubstring("openai"))
+		Expect(balance().Remain).To(Equal(before.Remain))
+	})
+})

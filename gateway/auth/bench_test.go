@@ -1,0 +1,125 @@
+package auth_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/keys"
+	"github.com/modelgate/modelgate/test/framework"
+)
+
+// BenchmarkAuthenticate measures API-key authentication against the real
+// informer cache of a real API server holding many tokens (default 100 000;
+// MODELGATE_BENCH_TOKENS changes it). Setup creates the objects once and
+// takes a minute or two; the timed loop is the per-request lookup.
+func BenchmarkAuthenticate(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("MODELGATE_BENCH_TOKENS")); err == nil && v > 0 {
+		n = v
+	}
+	env, err := framework.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer env.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	ns := framework.NewNamespace("bench")
+	if err := env.Client.Create(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	tenant := &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: ns.Name}}
+	if err := env.Client.Create(ctx, tenant); err != nil {
+		b.Fatal(err)
+	}
+	tenant.Status = v1.TenantStatus{UserID: 1, Conditions: []metav1.Condition{{Type: v1.ConditionReady,
+		Status: metav1.ConditionTrue, Reason: "Bench", LastTransitionTime: metav1.Now()}}}
+	if err := env.Client.Status().Update(ctx, tenant); err != nil {
+		b.Fatal(err)
+	}
+	keyList := createTokens(b, env, ns.Name, n)
+
+	cache, err := ctrlcache.New(env.Config, ctrlcache.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lookup, err := index.NewLookup(ctx, cache)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = cache.Start(ctx) }()
+	if !cache.WaitForCacheSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	a := &auth.Authenticator{Lookup: lookup, Clock: clock.RealClock{},
+		ResolveTokenID: func(context.Context, *v1.ApiToken, int64) (int64, error) { return 1, nil }}
+	reqs := make([]*http.Request, len(keyList))
+	for i, k := range keyList {
+		reqs[i], _ = http.NewRequest("GET", "/v1/models", nil)
+		reqs[i].Header.Set("Authorization", "Bearer "+k)
+	}
+	if _, f := a.APIKey(ctx, reqs[0], false); f != nil {
+		b.Fatalf("a known key was refused: %s", f.Message)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, f := a.APIKey(ctx, reqs[i%len(reqs)], false); f != nil {
+			b.Fatal(f.Message)
+		}
+	}
+}
+
+// createTokens makes n ApiTokens carrying key hashes (as POST /v1/tokens
+// does) with 32 writers, and returns some of their keys.
+func createTokens(b *testing.B, env *framework.Env, ns string, n int) []string {
+	b.Helper()
+	start := time.Now()
+	sample := make([]string, 0, 1024)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 32 {
+				key, _ := keys.NewAPIKey()
+				tok := &v1.ApiToken{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%06d", i), Namespace: ns},
+					Spec:       v1.ApiTokenSpec{DisplayName: "bench", KeyHash: keys.Hash(key), KeyPrefix: keys.DisplayPrefix(key)},
+				}
+				if err := env.Client.Create(context.Background(), tok); err != nil {
+					errs <- err
+					return
+				}
+				if i%(n/1000+1) == 0 {
+					mu.Lock()
+					sample = append(sample, key)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("created %d tokens in %s", n, time.Since(start).Round(time.Second))
+	return sample
+}

@@ -1,0 +1,352 @@
+package handlers_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image/gif"
+	"image/png"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/test/framework"
+)
+
+var _ = Describe("image and video generation tasks", Ordered, func() {
+	const tokenQuota = 5 * billing.QuotaPerUSD // 2 500 000
+	var (
+		multi, single, video string
+		acct, other          *framework.Account
+	)
+
+	// mediaRoute declares a simulated media model in the system namespace
+	// with its price, and waits until both are usable.
+	mediaRoute := func(prefix string, typ v1.ModelType, profile v1.ValidationProfile, price v1.PriceRuleSpec) string {
+		model := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+		route := &v1.ModelRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
+			Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: typ, ValidationProfile: profile,
+				Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Weight: 1, Groups: []v1.GroupName{"default"},
+					Options: map[string]string{"delay": "400ms"}}}},
+		}
+		Expect(stack.Client.Create(ctx, route)).To(Succeed())
+		DeferCleanup(func() { _ = stack.Client.Delete(ctx, route) })
+		Expect(stack.WaitReady(ctx, route)).To(Succeed())
+		price.Model = v1.ModelID(model)
+		rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{GenerateName: "price-", Namespace: framework.SystemNamespace}, Spec: price}
+		Expect(stack.Client.Create(ctx, rule)).To(Succeed())
+		DeferCleanup(func() { _ = stack.Client.Delete(ctx, rule) })
+		Eventually(func(g Gomega) {
+			g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(rule.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		return model
+	}
+
+	newAcct := func() *framework.Account {
+		a, err := stack.NewAccount(ctx, v1.TenantSpec{Grants: []v1.Grant{{ID: "g", Credits: credits("1000")}}},
+			v1.ApiTokenSpec{Quota: ptr.To(int64(tokenQuota))})
+		Expect(err).NotTo(HaveOccurred())
+		return a
+	}
+
+	remain := func(a *framework.Account) int64 {
+		b, err := stack.Ledger.TokenUsage(ctx, a.Token.Status.TokenID)
+		Expect(err).NotTo(HaveOccurred())
+		return int64(b.Remain)
+	}
+
+	// await polls a task until it reaches a final status.
+	await := func(a *framework.Account, family, id string) map[string]any {
+		var body map[string]any
+		Eventually(func(g Gomega) {
+			code, b, _ := call("GET", "/v1/"+family+"/generations/"+id, bearer(a.Key), nil)
+			g.Expect(code).To(Equal(200))
+			g.Expect(b["status"]).To(BeElementOf("completed", "failed"))
+			body = b
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		return body
+	}
+
+	fetch := func(url string) (string, []byte) {
+		resp, err := http.Get(url)
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(200))
+		raw, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		return resp.Header.Get("Content-Type"), raw
+	}
+
+	usageRows := func(a *framework.Account) []map[string]any {
+		s := &corev1.Secret{}
+		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Tenant.Status.AccessTokenSecretName}, s)).To(Succeed())
+		h := map[string]string{
+			"Authorization": "Bearer " + string(s.Data[controllers.AccessTokenSecretKey]),
+			"X-User-Id":     strconv.FormatInt(a.Tenant.Status.UserID, 10),
+		}
+		now := time.Now().Unix()
+		code, body, _ := call("GET", fmt.Sprintf("/api/usage/tokens/requests?start_timestamp=%d&end_timestamp=%d", now-3600, now+3600), h, nil)
+		Expect(code).To(Equal(200), "%v", body)
+		var out []map[string]any
+		for _, d := range body["data"].([]any) {
+			out = append(out, d.(map[string]any))
+		}
+		return out
+	}
+
+	BeforeAll(func() {
+		multi = mediaRoute("multi", v1.ModelTypeImage, v1.ProfileMultiImage,
+			v1.PriceRuleSpec{ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest, Unit: v1.UnitRequest, UnitPrice: "0.04"})
+		single = mediaRoute("single", v1.ModelTypeImage, v1.ProfileSingleImage,
+			v1.PriceRuleSpec{ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest, Unit: v1.UnitRequest,
+				UnitPrice: "0.03", InputImageUnitPrice: credits("0.003")})
+		video = mediaRoute("video", v1.ModelTypeVideo, v1.ProfileAllInOneVideo,
+			v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"})
+		acct, other = newAcct(), newAcct()
+	})
+
+	It("runs a multi-image task: pre-deducts n, settles the outputs, serves real PNGs, records usage with task_id", func() {
+		code, sub, _ := call("POST", "/v1/images/generations", bearer(acct.Key),
+			map[string]any{"model": multi, "prompt": "three cats", "n": 3, "size": "16:9"})
+		Expect(code).To(Equal(200), "%v", sub)
+		Expect(sub["object"]).To(Equal("generation.task"))
+		Expect(sub["status"]).To(Equal("queued"))
+		Expect(num(sub["progress"])).To(Equal("0"))
+		Expect(sub["metadata"]).To(Equal(map[string]any{}))
+		Expect(sub["model"]).To(Equal(multi))
+		Expect(sub).To(HaveKey("created_at"))
+		Expect(sub).NotTo(HaveKey("result"))
+		id := sub["id"].(string)
+		Expect(id).To(HavePrefix("task_"))
+		By("3 × 0.04 USD = 60 000 quota reserved at submission")
+		Expect(remain(acct)).To(Equal(int64(tokenQuota - 60000)))
+
+		done := await(acct, "images", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(num(done["progress"])).To(Equal("100"))
+		Expect(done).To(HaveKey("completed_at"))
+		Expect(num(done["expires_at"])).To(Equal(strconv.FormatInt(mustInt(done["completed_at"])+86400, 10)))
+		Expect(done).NotTo(HaveKey("error"))
+		Expect(done).NotTo(HaveKey("usage")) // per-request price: no token usage to report
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "24", "cost_usd": "0.12"}))
+		result := done["result"].(map[string]any)
+		Expect(result["type"]).To(Equal("image"))
+		data := result["data"].([]any)
+		Expect(data).To(HaveLen(3))
+		Expect(done["url"]).To(Equal(data[0].(map[string]any)["url"]))
+		for _, d := range data {
+			ctype, raw := fetch(d.(map[string]any)["url"].(string))
+			Expect(ctype).To(Equal("image/png"))
+			cfg, err := png.DecodeConfig(bytes.NewReader(raw))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cfg.Width).To(Equal(64))
+			Expect(cfg.Height).To(Equal(36))
+		}
+		Expect(remain(acct)).To(Equal(int64(tokenQuota - 60000)))
+
+		rows := usageRows(acct)
+		Expect(rows).To(ContainElement(And(HaveKeyWithValue("task_id", id), HaveKeyWithValue("model_name", multi),
+			HaveKeyWithValue("billing_phase", "settled"), HaveKeyWithValue("quota", json.Number("60000")))))
+	})
+
+	It("keeps tasks to their tenant: another key gets 404 task_not_found in the common shape", func() {
+		code, sub, _ := call("POST", "/v1/images/generations", bearer(acct.Key), map[string]any{"model": single, "prompt": "a fox"})
+		Expect(code).To(Equal(200), "%v", sub)
+		id := sub["id"].(string)
+		code, body, _ := call("GET", "/v1/images/generations/"+id, bearer(other.Key), nil)
+		Expect(code).To(Equal(404))
+		Expect(body["error"]).To(Equal(map[string]any{"code": json.Number("404"), "type": "task_not_found",
+			"message": fmt.Sprintf("task %q not found", id)}))
+		By("an image task is not a video task")
+		code, _, _ = call("GET", "/v1/videos/generations/"+id, bearer(acct.Key), nil)
+		Expect(code).To(Equal(404))
+		By("no key: 401 unauthorized")
+		code, body, _ = call("GET", "/v1/images/generations/"+id, nil, nil)
+		Expect(code).To(Equal(401))
+		Expect(body["error"].(map[string]any)["type"]).To(Equal("unauthorized"))
+		await(acct, "images", id)
+	})
+
+	It("bills a single-image task with its reference image, and replays a client_business_id without charging twice", func() {
+		before := remain(acct)
+		req := map[string]any{"model": single, "prompt": "a boat", "client_business_id": "order-42",
+			"image_urls": []string{"https://example.com/ref.png"}}
+		code, first, _ := call("POST", "/v1/images/generations", bearer(acct.Key), req)
+		Expect(code).To(Equal(200), "%v", first)
+		code, again, _ := call("POST", "/v1/images/generations", bearer(acct.Key), req)
+		Expect(code).To(Equal(200), "%v", again)
+		Expect(again["id"]).To(Equal(first["id"]))
+		done := await(acct, "images", "order-42") // queried by the business identifier
+		Expect(done["id"]).To(Equal(first["id"]))
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "6.6", "cost_usd": "0.033"}))
+		code, again, _ = call("POST", "/v1/images/generations", bearer(acct.Key), req)
+		Expect(code).To(Equal(200))
+		Expect(again["id"]).To(Equal(first["id"]))
+		Expect(again["status"]).To(Equal("completed"))
+		Expect(remain(acct)).To(Equal(before - 16500)) // 0.033 USD once
+		By("the same identifier in another tenant is another task")
+		code, theirs, _ := call("POST", "/v1/images/generations", bearer(other.Key), req)
+		Expect(code).To(Equal(200))
+		Expect(theirs["id"]).NotTo(Equal(first["id"]))
+		await(other, "images", theirs["id"].(string))
+	})
+
+	It("rejects invalid bodies with the contract's errors", func() {
+		cases := []struct {
+			path string
+			body map[string]any
+			msg  string
+		}{
+			{"/v1/images/generations", map[string]any{"model": single, "prompt": "x", "n": 2}, "n must be 1"},
+			{"/v1/videos/generations", map[string]any{"model": video, "prompt": "x", "ratio": "16:9", "aspect_ratio": "16:9"}, "aspect_ratio"},
+			{"/v1/videos/generations", map[string]any{"model": video, "prompt": "x",
+				"image_with_roles": []map[string]any{{"url": "https://example.com/a.png", "role": "first_frame"}},
+				"reference_images": []string{"https://example.com/b.png"}}, media.MixedFramesMessage},
+			{"/v1/images/generations", map[string]any{"model": video, "prompt": "x"}, "is a video model"},
+		}
+		for _, c := range cases {
+			code, body, _ := call("POST", c.path, bearer(acct.Key), c.body)
+			Expect(code).To(Equal(400), "%v", c.body)
+			e := body["error"].(map[string]any)
+			Expect(e["type"]).To(Equal("invalid_request"))
+			Expect(num(e["code"])).To(Equal("400"))
+			Expect(e["message"]).To(ContainSubstring(c.msg))
+		}
+		code, body, _ := call("POST", "/v1/images/generations", bearer(acct.Key), map[string]any{"model": "no-such-model", "prompt": "x"})
+		Expect(code).To(Equal(404), "%v", body)
+	})
+
+	It("refuses a submission the balance cannot cover with 402 insufficient_quota", func() {
+		poor, err := stack.NewAccount(ctx, v1.TenantSpec{Grants: []v1.Grant{{ID: "g", Credits: credits("1")}}},
+			v1.ApiTokenSpec{Quota: ptr.To[int64](10000)})
+		Expect(err).NotTo(HaveOccurred())
+		code, body, _ := call("POST", "/v1/images/generations", bearer(poor.Key), map[string]any{"model": multi, "prompt": "x", "n": 2})
+		Expect(code).To(Equal(402), "%v", body)
+		Expect(body["error"].(map[string]any)["type"]).To(Equal("insufficient_quota"))
+		list := &v1.GenerationTaskList{}
+		Expect(stack.Client.List(ctx, list, client.InNamespace(poor.Namespace))).To(Succeed())
+		Expect(list.Items).To(BeEmpty())
+	})
+
+	It("fails a task on the failure directive: error generation_failed, billing refunded, balance restored exactly", func() {
+		before := remain(acct)
+		code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": video, "prompt": "[sim:fail] a storm", "duration": 6})
+		Expect(code).To(Equal(200), "%v", sub)
+		Expect(remain(acct)).To(Equal(before - 150000)) // 6 s × 0.05 USD
+		done := await(acct, "videos", sub["id"].(string))
+		Expect(done["status"]).To(Equal("failed"))
+		Expect(num(done["progress"])).To(Equal("0"))
+		Expect(done["error"].(map[string]any)["code"]).To(Equal("generation_failed"))
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+		for _, k := range []string{"result", "completed_at", "expires_at", "url"} {
+			Expect(done).NotTo(HaveKey(k))
+		}
+		Expect(remain(acct)).To(Equal(before))
+	})
+
+	It("runs a video task with a model-decided duration: reserves 30 s, settles the 5 s produced, serves the animation", func() {
+		before := remain(acct)
+		code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key),
+			map[string]any{"model": video, "prompt": "waves [sim:delay=1s]", "duration": -1, "aspect_ratio": "16:9", "client_business_id": "clip-1"})
+		Expect(code).To(Equal(200), "%v", sub)
+		Expect(remain(acct)).To(Equal(before - 750000)) // 30 s × 0.05 USD
+		id := sub["id"].(string)
+		done := await(acct, "videos", "clip-1")
+		Expect(done["id"]).To(Equal(id))
+		Expect(done["status"]).To(Equal("completed"))
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "50", "cost_usd": "0.25"}))
+		Expect(remain(acct)).To(Equal(before - 125000))
+		result := done["result"].(map[string]any)
+		Expect(result["type"]).To(Equal("video"))
+		ctype, raw := fetch(result["data"].([]any)[0].(map[string]any)["url"].(string))
+		Expect(ctype).To(Equal("image/gif"))
+		anim, err := gif.DecodeAll(bytes.NewReader(raw))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(anim.Image).To(HaveLen(8))
+
+		By("the ledger archive answers after the object is deleted (retention)")
+		task := &v1.GenerationTask{}
+		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: tasks.ObjectName(id)}, task)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(task), task)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionReady)).To(BeTrue())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(stack.Client.Delete(ctx, task)).To(Succeed())
+		Eventually(func(g Gomega) {
+			list := &v1.GenerationTaskList{}
+			g.Expect(stack.Client.List(ctx, list, client.InNamespace(acct.Namespace))).To(Succeed())
+			for _, t := range list.Items {
+				g.Expect(t.Spec.TaskID).NotTo(Equal(id))
+			}
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		for _, q := range []string{id, "clip-1"} {
+			code, archived, _ := call("GET", "/v1/videos/generations/"+q, bearer(acct.Key), nil)
+			Expect(code).To(Equal(200))
+			Expect(archived["id"]).To(Equal(id))
+			Expect(archived["status"]).To(Equal("completed"))
+			Expect(archived["billing"]).To(Equal(done["billing"]))
+			ctype, _ := fetch(archived["result"].(map[string]any)["data"].([]any)[0].(map[string]any)["url"].(string))
+			Expect(ctype).To(Equal("image/gif"))
+		}
+		By("a replay after deletion still returns the task without a new charge")
+		code, again, _ := call("POST", "/v1/videos/generations", bearer(acct.Key),
+			map[string]any{"model": video, "prompt": "waves", "client_business_id": "clip-1"})
+		Expect(code).To(Equal(200))
+		Expect(again["id"]).To(Equal(id))
+		Expect(remain(acct)).To(Equal(before - 125000))
+	})
+
+	It("answers a batch query of at most 100 IDs", func() {
+		var ids []string
+		for range 2 {
+			code, sub, _ := call("POST", "/v1/images/generations", bearer(acct.Key), map[string]any{"model": multi, "prompt": "batch"})
+			Expect(code).To(Equal(200))
+			ids = append(ids, sub["id"].(string))
+		}
+		code, body, _ := call("GET", "/v1/images/generations?ids="+strings.Join(append(ids, "task_missing"), ","), bearer(acct.Key), nil)
+		Expect(code).To(Equal(200), "%v", body)
+		Expect(body["object"]).To(Equal("list"))
+		data := body["data"].([]any)
+		Expect(data).To(HaveLen(2))
+		Expect(data[0].(map[string]any)["id"]).To(Equal(ids[0]))
+		Expect(data[1].(map[string]any)["id"]).To(Equal(ids[1]))
+		Expect(body["not_found"]).To(Equal([]any{"task_missing"}))
+		By("another tenant sees none of them")
+		code, body, _ = call("GET", "/v1/images/generations?ids="+strings.Join(ids, ","), bearer(other.Key), nil)
+		Expect(code).To(Equal(200))
+		Expect(body["data"]).To(BeEmpty())
+		many := make([]string, 101)
+		for i := range many {
+			many[i] = fmt.Sprintf("task_%d", i)
+		}
+		code, body, _ = call("GET", "/v1/images/generations?ids="+strings.Join(many, ","), bearer(acct.Key), nil)
+		Expect(code).To(Equal(400))
+		Expect(body["error"].(map[string]any)["type"]).To(Equal("invalid_request"))
+		for _, id := range ids {
+			await(acct, "images", id)
+		}
+	})
+})
+
+func mustInt(v any) int64 {
+	n, err := v.(json.Number).Int64()
+	Expect(err).NotTo(HaveOccurred())
+	return n
+}

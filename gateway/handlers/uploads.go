@@ -1,0 +1,209 @@
+package handlers
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/uploads"
+)
+
+// Messages of the upload endpoints (HTTP 400 unless noted). The contract
+// names the cases and the allowed types; the wording is ours.
+const (
+	msgImageUnsupported = "unsupported file type: allowed JPEG, PNG, WebP, GIF"
+	msgImageTooLarge    = "image larger than 10MB"
+	msgAudioUnsupported = "unsupported or invalid audio: allowed MP3, WAV, M4A"
+	msgAudioTooLarge    = "audio larger than 50MB"
+	msgFileRequired     = "file is required"
+	msgNotMultipart     = "request must be multipart/form-data with a file field"
+	msgPurposeTooLong   = "purpose must be at most 64 characters"
+	msgUploadFailed     = "upload failed" // HTTP 500
+
+	defaultPurpose   = "generation"
+	maxPurposeLength = 64
+	// DefaultUploadTTL is how long an upload's URL works and the upload is
+	// kept, unless Deps.UploadTTL says otherwise (the contract's 24 hours
+	// for result URLs).
+	DefaultUploadTTL = 24 * time.Hour
+	// multipartOverhead bounds what a request may carry beyond the file
+	// (boundaries, part headers, purpose).
+	multipartOverhead = 1 << 20
+)
+
+// Uploads serves POST /v1/uploads/images and POST /v1/uploads/audios.
+type Uploads struct {
+	*Deps
+	Kind        *uploads.Kind
+	Unsupported string
+	TooLarge    string
+}
+
+// uploadView is the contract's upload record.
+type uploadView struct {
+	ID       string `json:"id"`
+	URL      string `json:"url"`
+	MimeType string `json:"mime_type"`
+	Size     int64  `json:"size"`
+}
+
+// ServeHTTP streams the multipart file part into the blob store (only the
+// first few KB are held in memory, to detect the type), records the upload
+// and answers its signed URL.
+func (h *Uploads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	p, f := h.Auth.APIKey(ctx, r, false)
+	if f != nil {
+		apierr.Simple(w, f.Status, f.Message)
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "multipart/form-data" {
+		apierr.Simple(w, http.StatusBadRequest, msgNotMultipart)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.Kind.MaxBytes+multipartOverhead)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		apierr.Simple(w, http.StatusBadRequest, msgNotMultipart)
+		return
+	}
+
+	id, err := newUploadID()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	keyBase := fmt.Sprintf("uploads/%d/%s/%s", p.UserID, h.Kind.Name, id)
+	purpose := defaultPurpose
+	var obj *uploads.Object
+	// The file is written as its part arrives, whatever the order of the
+	// fields; a second file part is ignored.
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			h.badBody(w, r, err, obj)
+			return
+		}
+		switch part.FormName() {
+		case "file":
+			if obj != nil {
+				continue
+			}
+			o, err := uploads.Save(ctx, h.Blobs, h.Kind, keyBase, part)
+			switch {
+			case errors.Is(err, uploads.ErrUnsupportedType):
+				apierr.Simple(w, http.StatusBadRequest, h.Unsupported)
+				return
+			case errors.Is(err, uploads.ErrTooLarge):
+				apierr.Simple(w, http.StatusBadRequest, h.TooLarge)
+				return
+			case err != nil:
+				h.badBody(w, r, err, nil)
+				return
+			}
+			obj = &o
+		case "purpose":
+			b, err := io.ReadAll(io.LimitReader(part, maxPurposeLength*4+1))
+			if err != nil {
+				h.badBody(w, r, err, obj)
+				return
+			}
+			v := strings.TrimSpace(string(b))
+			if len([]rune(v)) > maxPurposeLength {
+				h.discard(r, obj)
+				apierr.Simple(w, http.StatusBadRequest, msgPurposeTooLong)
+				return
+			}
+			if v != "" {
+				purpose = v
+			}
+		}
+	}
+	if obj == nil {
+		apierr.Simple(w, http.StatusBadRequest, msgFileRequired)
+		return
+	}
+
+	now := h.Clock.Now()
+	ttl := h.uploadTTL()
+	url, err := h.Blobs.SignedURL(ctx, obj.Key, ttl)
+	if err != nil {
+		h.discard(r, obj)
+		h.fail(w, r, err)
+		return
+	}
+	rec := store.Upload{ID: id, UserID: p.UserID, TokenID: p.TokenID, BlobKey: obj.Key, URL: url,
+		MimeType: obj.MimeType, Size: obj.Size, Purpose: purpose, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	if err := h.Ledger.CreateUpload(ctx, rec); err != nil {
+		h.discard(r, obj)
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"success": true,
+		"message": "",
+		"data":    uploadView{ID: id, URL: url, MimeType: obj.MimeType, Size: obj.Size},
+	})
+}
+
+func (h *Uploads) uploadTTL() time.Duration {
+	if h.UploadTTL > 0 {
+		return h.UploadTTL
+	}
+	return DefaultUploadTTL
+}
+
+// badBody answers a body that broke off or ran over the request limit.
+func (h *Uploads) badBody(w http.ResponseWriter, r *http.Request, err error, obj *uploads.Object) {
+	h.discard(r, obj)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		apierr.Simple(w, http.StatusBadRequest, h.TooLarge)
+		return
+	}
+	apierr.Simple(w, http.StatusBadRequest, msgNotMultipart)
+}
+
+// discard deletes a stored file that will not be recorded.
+func (h *Uploads) discard(r *http.Request, obj *uploads.Object) {
+	if obj == nil {
+		return
+	}
+	if err := h.Blobs.Delete(r.Context(), obj.Key); err != nil {
+		log.FromContext(r.Context()).Error(err, "delete unrecorded upload", "key", obj.Key)
+	}
+}
+
+func (h *Uploads) fail(w http.ResponseWriter, r *http.Request, err error) {
+	log.FromContext(r.Context()).Error(err, "upload", "kind", h.Kind.Name)
+	apierr.Simple(w, http.StatusInternalServerError, msgUploadFailed)
+}
+
+// newUploadID is "upl_" and 128 random bits in hex.
+func newUploadID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "upl_" + hex.EncodeToString(b), nil
+}
+
+// registerUploads mounts the upload endpoints.
+func registerUploads(mux Mux, d *Deps) {
+	mux.Handle("POST /v1/uploads/images", &Uploads{Deps: d, Kind: uploads.Image,
+		Unsupported: msgImageUnsupported, TooLarge: msgImageTooLarge})
+	mux.Handle("POST /v1/uploads/audios", &Uploads{Deps: d, Kind: uploads.Audio,
+		Unsupported: msgAudioUnsupported, TooLarge: msgAudioTooLarge})
+}

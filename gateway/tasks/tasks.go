@@ -1,0 +1,154 @@
+package tasks
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// SubmissionAnnotation carries the Submission record on a GenerationTask.
+const SubmissionAnnotation = "modelgate.io/submission"
+
+// BlobScheme prefixes a result URL that names a blob-store key rather than a
+// public URL; the gateway signs a fresh URL for it on every query.
+const BlobScheme = "blob:"
+
+// Submission is what the gateway decided at submission time and the
+// controller needs later: when the request was accepted (pricing instant),
+// the route and the backends in plan order, and the price rule that priced
+// the reservation (a snapshot, so a later price change does not change the
+// charge of an accepted task).
+type Submission struct {
+	// AcceptedAt is the pricing instant, Unix milliseconds.
+	AcceptedAt int64 `json:"acceptedAt"`
+	// RouteNamespace and RouteName identify the ModelRoute.
+	RouteNamespace string `json:"routeNamespace"`
+	RouteName      string `json:"routeName"`
+	// Backends are the candidate backend names in the order to try.
+	Backends []string `json:"backends"`
+	// PriceNamespace, PriceName and Price are the price rule snapshot.
+	PriceNamespace string           `json:"priceNamespace"`
+	PriceName      string           `json:"priceName"`
+	Price          v1.PriceRuleSpec `json:"price"`
+	TokenDisplay   string           `json:"tokenDisplayName,omitempty"`
+	// Outputs, InputImages, DurationSeconds (requested; -1 = the model
+	// decides) and InputVideoSeconds are the billing facts of the request.
+	Outputs           int64 `json:"outputs"`
+	InputImages       int64 `json:"inputImages,omitempty"`
+	DurationSeconds   int64 `json:"durationSeconds,omitempty"`
+	InputVideoSeconds int64 `json:"inputVideoSeconds,omitempty"`
+}
+
+// Encode returns the annotation value.
+func (s *Submission) Encode() (string, error) {
+	b, err := json.Marshal(s)
+	return string(b), err
+}
+
+// SubmissionOf decodes the annotation of t.
+func SubmissionOf(t *v1.GenerationTask) (*Submission, error) {
+	raw, ok := t.Annotations[SubmissionAnnotation]
+	if !ok {
+		return nil, fmt.Errorf("task %s has no %s annotation", t.Spec.TaskID, SubmissionAnnotation)
+	}
+	s := &Submission{}
+	if err := json.Unmarshal([]byte(raw), s); err != nil {
+		return nil, fmt.Errorf("task %s: decode %s: %w", t.Spec.TaskID, SubmissionAnnotation, err)
+	}
+	return s, nil
+}
+
+// NewTaskID returns a random task ID ("task_" and 24 hex digits).
+func NewTaskID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "task_" + hex.EncodeToString(b[:])
+}
+
+// BusinessTaskID is the task ID of a submission carrying a client business
+// ID: derived from the tenant namespace and that ID, so concurrent repeats
+// of one submission collide on the object name instead of making two tasks.
+func BusinessTaskID(namespace, clientBusinessID string) string {
+	sum := sha256.Sum256([]byte(namespace + "\x00" + clientBusinessID))
+	return "task_" + hex.EncodeToString(sum[:12])
+}
+
+// ObjectName is the GenerationTask name of a task ID (lower case, DNS-safe).
+func ObjectName(taskID string) string {
+	return strings.ReplaceAll(strings.ToLower(taskID), "_", "-")
+}
+
+// BlobKey is where output i of a task is stored: under the tenant's prefix.
+func BlobKey(namespace, taskID string, i int, ext string) string {
+	return fmt.Sprintf("tenants/%s/tasks/%s/%d.%s", namespace, taskID, i, ext)
+}
+
+// Final reports whether the phase is final.
+func Final(p v1.TaskPhase) bool { return p == v1.TaskCompleted || p == v1.TaskFailed }
+
+// archived is the archive body: the task without its request body.
+type archived struct {
+	Namespace string                  `json:"namespace"`
+	Name      string                  `json:"name"`
+	Created   int64                   `json:"created"`
+	Spec      v1.GenerationTaskSpec   `json:"spec"`
+	Status    v1.GenerationTaskStatus `json:"status"`
+}
+
+// Record is the ledger archive row of t.
+func Record(t *v1.GenerationTask) (store.TaskRecord, error) {
+	a := archived{Namespace: t.Namespace, Name: t.Name, Created: t.CreationTimestamp.Unix(), Spec: t.Spec, Status: t.Status}
+	a.Spec.Request.Raw, a.Spec.Request.Object = nil, nil
+	a.Status.Conditions = nil
+	body, err := json.Marshal(a)
+	if err != nil {
+		return store.TaskRecord{}, err
+	}
+	rec := store.TaskRecord{
+		TaskID: t.Spec.TaskID, UserID: t.Spec.UserID, TokenID: t.Spec.TokenID, RequestID: t.Spec.RequestID,
+		Kind: string(t.Spec.Type), Model: string(t.Spec.Model), Status: string(phase(t)),
+		ClientBusinessID: t.Spec.ClientBusinessID, Body: body, CreatedAt: a.Created,
+	}
+	if b := t.Status.Billing; b != nil {
+		rec.BillingStatus = string(b.Status)
+		if b.Quota != nil {
+			rec.Quota = *b.Quota
+		}
+	}
+	if Final(t.Status.Phase) {
+		switch {
+		case t.Status.CompletedAt != nil:
+			rec.CompletedAt = t.Status.CompletedAt.Unix()
+		default:
+			rec.CompletedAt = a.Created
+		}
+	}
+	return rec, nil
+}
+
+// FromRecord rebuilds the task an archive row describes (without its request).
+func FromRecord(rec *store.TaskRecord) (*v1.GenerationTask, error) {
+	var a archived
+	if err := json.Unmarshal(rec.Body, &a); err != nil {
+		return nil, fmt.Errorf("archived task %s: %w", rec.TaskID, err)
+	}
+	t := &v1.GenerationTask{Spec: a.Spec, Status: a.Status}
+	t.Namespace, t.Name = a.Namespace, a.Name
+	t.CreationTimestamp = metav1.Unix(a.Created, 0)
+	return t, nil
+}
+
+func phase(t *v1.GenerationTask) v1.TaskPhase {
+	if t.Status.Phase == "" {
+		return v1.TaskQueued
+	}
+	return t.Status.Phase
+}
