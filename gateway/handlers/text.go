@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -17,6 +18,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -68,8 +70,11 @@ func newRequestID() string {
 }
 
 // ServeHTTP runs the pipeline.
-func (t *Text) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	w := &observed{ResponseWriter: rw, start: time.Now()}
+	var routedModel, backend string
+	defer func() { w.record(string(t.p.endpoint), routedModel, backend) }()
 	requestID := newRequestID()
 	w.Header().Set("request-id", requestID)
 	w.Header().Set("x-request-id", requestID)
@@ -102,6 +107,9 @@ func (t *Text) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	call, status, code, msg := t.prepare(ctx, p, req, requestID, len(body))
+	if call.route != nil {
+		routedModel = req.Model
+	}
 	if status != 0 {
 		if status == http.StatusTooManyRequests && call.retryAfter > 0 {
 			apierr.RetryAfter(w, call.retryAfter)
@@ -110,7 +118,7 @@ func (t *Text) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call.body, call.req, call.header, call.conv = body, req, r.Header, conv
-	t.serve(ctx, w, p, call)
+	backend = t.serve(ctx, w, p, call)
 }
 
 // textCall carries one request through the pipeline.
@@ -158,6 +166,7 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 			fmt.Sprintf("no upstream serves model %q for this key's group", req.Model)
 	}
 	if ok, wait := t.Limiter.Allow(p.Tenant.Namespace, p.Tenant.Spec.RequestsPerMinute); !ok {
+		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
 		c.retryAfter = wait
 		return c, http.StatusTooManyRequests, "rate_limit_exceeded", "rate limit exceeded; retry after the time in the Retry-After header"
 	}
@@ -180,6 +189,7 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 	c.hold, err = t.Leaser.Reserve(ctx, requestID, p.TokenID, p.UserID, c.estimate)
 	switch {
 	case errors.Is(err, store.ErrInsufficientQuota):
+		metrics.ReservationsRefused.WithLabelValues("quota").Inc()
 		return c, t.p.insufficientQuota, "insufficient_quota",
 			"insufficient quota: the key's or the account's balance (or its daily or monthly limit) does not cover this request"
 	case err != nil:
@@ -193,13 +203,14 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 // max_tokens on a route without a cap; settlement corrects it.
 const defaultOutputEstimate = 4096
 
-// serve calls the upstream and delivers the answer.
-func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Principal, c textCall) {
+// serve calls the upstream and delivers the answer; it returns the backend
+// that served it.
+func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Principal, c textCall) string {
 	res, cand, err := t.invoke(ctx, p, &c)
 	if err != nil {
 		t.release(ctx, c)
 		t.writeUpstreamError(w, err)
-		return
+		return ""
 	}
 	defer res.Close()
 	var usage providers.Usage
@@ -218,6 +229,7 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 	if complete {
 		t.saveConversation(context.WithoutCancel(ctx), p, c.req.Model, c.conv, response)
 	}
+	return cand.Backend.Name
 }
 
 // invoke tries the plan's candidates in order until one answers. Only
@@ -247,6 +259,11 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*pro
 			return res, cand, nil
 		}
 		lastErr = err
+		status := 0
+		if ue, ok := providers.AsUpstreamError(err); ok {
+			status = ue.Status
+		}
+		metrics.UpstreamErrors.WithLabelValues(cand.Backend.Name, strconv.Itoa(status)).Inc()
 		if ctx.Err() != nil || !providers.IsRetryable(err) {
 			return nil, cand, err
 		}
@@ -342,6 +359,12 @@ func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand r
 		logger.Error(err, "price usage; charging the reservation", "requestID", c.requestID)
 		quota = c.estimate
 	}
+	model := c.req.Model
+	metrics.QuotaCharged.WithLabelValues(model).Add(float64(quota))
+	metrics.Tokens.WithLabelValues(model, "input").Add(float64(u.PromptTokens()))
+	metrics.Tokens.WithLabelValues(model, "output").Add(float64(u.OutputTokens))
+	metrics.Tokens.WithLabelValues(model, "cache_read").Add(float64(deref(u.CacheReadTokens)))
+	metrics.Tokens.WithLabelValues(model, "cache_write").Add(float64(deref(u.CacheWriteTokens)))
 	charge, err := t.Leaser.Settle(ctx, c.hold, quota)
 	if err != nil {
 		logger.Error(err, "settle", "requestID", c.requestID)

@@ -29,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -92,6 +93,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if err != nil {
 		return nil, fmt.Errorf("usage writer: %w", err)
 	}
+	metrics.RegisterUsageWriter(usage)
 	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID})
 	var srv *server.Server
 	blobs, err := openBlobs(o, func() string {

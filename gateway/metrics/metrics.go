@@ -1,0 +1,82 @@
+// Package metrics defines the gateway's Prometheus metrics. They are
+// registered in controller-runtime's registry, so the manager's and the
+// gateway's metrics endpoints serve them next to controller-runtime's own.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// Requests counts finished API requests by endpoint, model, backend and HTTP status.
+	Requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_requests_total",
+		Help: "API requests by endpoint, model, backend and HTTP status code.",
+	}, []string{"endpoint", "model", "backend", "code"})
+
+	// Duration is the total time of a request.
+	Duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "modelgate_request_duration_seconds",
+		Help:    "Total request time, by endpoint and model.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"endpoint", "model"})
+
+	// TimeToFirstByte is the time until the first byte of the answer was written.
+	TimeToFirstByte = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "modelgate_time_to_first_byte_seconds",
+		Help:    "Time until the first byte of the answer, by endpoint and model.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"endpoint", "model"})
+
+	// UpstreamErrors counts failed upstream attempts by backend and status.
+	UpstreamErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_upstream_errors_total",
+		Help: "Failed upstream attempts by backend and status (0: no response).",
+	}, []string{"backend", "status"})
+
+	// Tokens counts billed tokens by model and kind (input, output, cache_read, cache_write).
+	Tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_tokens_total",
+		Help: "Billed tokens by model and kind.",
+	}, []string{"model", "kind"})
+
+	// QuotaCharged counts charged quota units by model.
+	QuotaCharged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_quota_charged_total",
+		Help: "Quota units charged, by model (500000 = 1 USD).",
+	}, []string{"model"})
+
+	// ReservationsRefused counts requests refused for quota or rate limits.
+	ReservationsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_reservations_refused_total",
+		Help: "Requests refused before the upstream call, by reason (quota, rate_limit).",
+	}, []string{"reason"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(Requests, Duration, TimeToFirstByte, UpstreamErrors, Tokens, QuotaCharged, ReservationsRefused)
+}
+
+// UsageWriter is what the usage-writer gauges read.
+type UsageWriter interface {
+	QueueDepth() int
+	SpoolRows() int64
+	SpoolBytes() int64
+}
+
+// RegisterUsageWriter exports the usage writer's queue depth and spool size.
+// Registering a second writer (tests, dev restarts) replaces nothing: the
+// first registration wins and the error is ignored.
+func RegisterUsageWriter(w UsageWriter) {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelgate_usage_queue_depth",
+			Help: "Usage rows waiting in memory to be written."}, func() float64 { return float64(w.QueueDepth()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelgate_usage_spool_rows",
+			Help: "Usage rows spooled to disk while the database is unreachable."}, func() float64 { return float64(w.SpoolRows()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "modelgate_usage_spool_bytes",
+			Help: "Size of the usage spool on disk."}, func() float64 { return float64(w.SpoolBytes()) }),
+	} {
+		_ = ctrlmetrics.Registry.Register(c)
+	}
+}
