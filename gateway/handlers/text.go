@@ -165,10 +165,11 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 		return c, http.StatusServiceUnavailable, "no_available_backend",
 			fmt.Sprintf("no upstream serves model %q for this key's group", req.Model)
 	}
-	if ok, wait := t.Limiter.Allow(p.Tenant.Namespace, p.Tenant.Spec.RequestsPerMinute); !ok {
+	if wait, what := t.rateLimited(p); wait > 0 {
 		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
 		c.retryAfter = wait
-		return c, http.StatusTooManyRequests, "rate_limit_exceeded", "rate limit exceeded; retry after the time in the Retry-After header"
+		return c, http.StatusTooManyRequests, "rate_limit_exceeded",
+			what + " rate limit exceeded; retry after the time in the Retry-After header"
 	}
 	c.accepted = t.Clock.Now()
 	c.rule, err = t.Prices().Select(p.Tenant.Namespace, req.Model, c.plan[0].Group, pricing.Facts{})
@@ -197,6 +198,33 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 		return c, http.StatusServiceUnavailable, "", "could not reserve quota; retry later"
 	}
 	return c, 0, "", ""
+}
+
+// rateLimited applies the tenant's and the key's request and token limits;
+// a positive wait names the limit that refused.
+func (t *Text) rateLimited(p *auth.Principal) (time.Duration, string) {
+	tenantKey, tokenKey := "tenant/"+p.Tenant.Namespace, "token/"+p.Token.Namespace+"/"+p.Token.Name
+	if ok, wait := t.Limiter.TokensAvailable(tenantKey, p.Tenant.Spec.TokensPerMinute); !ok {
+		return wait, "the account's tokens-per-minute"
+	}
+	if ok, wait := t.Limiter.TokensAvailable(tokenKey, p.Token.Spec.TokensPerMinute); !ok {
+		return wait, "the key's tokens-per-minute"
+	}
+	if ok, wait := t.Limiter.Allow(tenantKey, p.Tenant.Spec.RequestsPerMinute); !ok {
+		return wait, "the account's requests-per-minute"
+	}
+	if p.Token.Spec.RequestsPerMinute > 0 {
+		if ok, wait := t.Limiter.Allow(tokenKey, p.Token.Spec.RequestsPerMinute); !ok {
+			return wait, "the key's requests-per-minute"
+		}
+	}
+	return 0, ""
+}
+
+// chargeTokenLimits counts a request's tokens against the token limits.
+func (t *Text) chargeTokenLimits(p *auth.Principal, tokens int64) {
+	t.Limiter.ChargeTokens("tenant/"+p.Tenant.Namespace, p.Tenant.Spec.TokensPerMinute, tokens)
+	t.Limiter.ChargeTokens("token/"+p.Token.Namespace+"/"+p.Token.Name, p.Token.Spec.TokensPerMinute, tokens)
 }
 
 // defaultOutputEstimate is the output reserved for a request without
@@ -359,6 +387,7 @@ func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand r
 		logger.Error(err, "price usage; charging the reservation", "requestID", c.requestID)
 		quota = c.estimate
 	}
+	t.chargeTokenLimits(p, u.TotalTokens())
 	model := c.req.Model
 	metrics.QuotaCharged.WithLabelValues(model).Add(float64(quota))
 	metrics.Tokens.WithLabelValues(model, "input").Add(float64(u.PromptTokens()))

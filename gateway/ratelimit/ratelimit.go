@@ -1,6 +1,11 @@
-// Package ratelimit limits requests per tenant with token buckets
+// Package ratelimit limits requests and tokens per minute with token buckets
 // (golang.org/x/time/rate) kept in memory per gateway replica: a limit of N
-// requests per minute per replica, with a burst of the same size.
+// per minute per replica, with a burst of the same size.
+//
+// Request limits are checked before a request. Token limits cannot be known
+// in advance: a request is admitted while the token bucket is not in debt,
+// and its actual tokens are charged afterwards (possibly into debt, which
+// then delays the next requests), as the public APIs' TPM limits behave.
 package ratelimit
 
 import (
@@ -11,10 +16,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Limiter holds one bucket per key (a tenant's namespace).
+// Limiter holds one bucket per key.
 type Limiter struct {
-	// DefaultPerMinute applies to keys that have no limit of their own; 0
-	// means unlimited.
+	// DefaultPerMinute applies to request limits of keys that have none of
+	// their own; 0 means unlimited.
 	DefaultPerMinute int32
 	Clock            clock.PassiveClock
 
@@ -23,9 +28,24 @@ type Limiter struct {
 }
 
 type bucket struct {
-	perMinute int32
+	perMinute int64
 	lim       *rate.Limiter
 	lastUsed  time.Time
+}
+
+// get returns key's bucket for a per-minute limit, (re)creating it when the
+// limit changed. Callers hold l.mu.
+func (l *Limiter) get(key string, perMinute int64, now time.Time) *bucket {
+	if l.buckets == nil {
+		l.buckets = map[string]*bucket{}
+	}
+	b := l.buckets[key]
+	if b == nil || b.perMinute != perMinute {
+		b = &bucket{perMinute: perMinute, lim: rate.NewLimiter(rate.Limit(float64(perMinute)/60), int(perMinute))}
+		l.buckets[key] = b
+	}
+	b.lastUsed = now
+	return b
 }
 
 // Allow takes one request from key's bucket. perMinute 0 means the default.
@@ -40,21 +60,39 @@ func (l *Limiter) Allow(key string, perMinute int32) (bool, time.Duration) {
 	now := l.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.buckets == nil {
-		l.buckets = map[string]*bucket{}
-	}
-	b := l.buckets[key]
-	if b == nil || b.perMinute != perMinute {
-		b = &bucket{perMinute: perMinute, lim: rate.NewLimiter(rate.Limit(float64(perMinute)/60), int(perMinute))}
-		l.buckets[key] = b
-	}
-	b.lastUsed = now
-	r := b.lim.ReserveN(now, 1)
+	r := l.get(key, int64(perMinute), now).lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, d
 	}
 	return true, 0
+}
+
+// TokensAvailable reports whether key's token bucket is out of debt; 0
+// means no limit. When not, it says how long until it is.
+func (l *Limiter) TokensAvailable(key string, perMinute int64) (bool, time.Duration) {
+	if perMinute <= 0 {
+		return true, 0
+	}
+	now := l.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.get(key, perMinute, now).lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	r.CancelAt(now)
+	return d == 0, d
+}
+
+// ChargeTokens takes n tokens from key's bucket after the fact, going into
+// debt when the bucket holds fewer (at most one minute's worth).
+func (l *Limiter) ChargeTokens(key string, perMinute, n int64) {
+	if perMinute <= 0 || n <= 0 {
+		return
+	}
+	now := l.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.get(key, perMinute, now).lim.ReserveN(now, int(min(n, perMinute)))
 }
 
 // Prune drops buckets unused for longer than idle (they would be full again).

@@ -46,3 +46,20 @@ func TestDefaultsAndUnlimited(t *testing.T) {
 	l.Prune(time.Minute)
 	g.Expect(l.buckets).To(BeEmpty())
 }
+
+func TestTokensPerMinuteGoIntoDebtAfterTheFact(t *testing.T) {
+	g := NewWithT(t)
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	l := &Limiter{Clock: clk}
+	ok, _ := l.TokensAvailable("t", 600) // 10 tokens per second
+	g.Expect(ok).To(BeTrue())
+	l.ChargeTokens("t", 600, 900) // more than the bucket: capped at one minute's worth
+	ok, wait := l.TokensAvailable("t", 600)
+	g.Expect(ok).To(BeFalse())
+	g.Expect(wait).To(BeNumerically("~", 100*time.Millisecond, 20*time.Millisecond))
+	clk.SetTime(clk.Now().Add(time.Second))
+	ok, _ = l.TokensAvailable("t", 600)
+	g.Expect(ok).To(BeTrue(), "a second later the debt is repaid")
+	ok, _ = l.TokensAvailable("t", 0)
+	g.Expect(ok).To(BeTrue(), "no limit")
+}
