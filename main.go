@@ -48,6 +48,7 @@ Usage:
   modelgate manager [flags]   run the controllers
   modelgate gateway [flags]   run the HTTP gateway
   modelgate dev [flags]       run everything locally on embedded defaults
+  modelgate migrate [flags]   apply the ledger's migrations and exit
   modelgate version           print the version
 
 Run 'modelgate <command> -h' for the flags of a command.
@@ -68,6 +69,8 @@ func main() {
 		err = runGateway(ctx, args)
 	case "dev":
 		err = runDev(ctx, args)
+	case "migrate":
+		err = runMigrate(ctx, args)
 	case "version":
 		fmt.Println(version)
 		return
@@ -117,6 +120,36 @@ func (c *common) restConfig() (*rest.Config, error) {
 
 // setupLogs installs one logger for controller-runtime and slog: JSON lines
 // in production, a console format in development, info level either way.
+// connect reads the cluster config and opens the ledger (applying its
+// migrations).
+func (c *common) connect(ctx context.Context) (*rest.Config, *store.Store, error) {
+	cfg, err := c.restConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	ledger, err := store.Open(ctx, c.database)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, ledger, nil
+}
+
+// runMigrate applies the ledger's migrations and exits: a deployment runs it
+// before a new gateway version serves.
+func runMigrate(ctx context.Context, args []string) error {
+	var c common
+	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
+	c.register(fs)
+	_ = fs.Parse(args)
+	setupLogs(c.devLogs)
+	ledger, err := store.Open(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.Info("ledger migrations applied", "dialect", ledger.Dialect())
+	return ledger.Close()
+}
+
 func setupLogs(dev bool) {
 	logger := zap.New(zap.UseDevMode(dev), zap.Level(zapcore.InfoLevel))
 	ctrl.SetLogger(logger)
@@ -143,11 +176,7 @@ func runManager(ctx context.Context, args []string) error {
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
 
-	cfg, err := c.restConfig()
-	if err != nil {
-		return err
-	}
-	ledger, err := store.Open(ctx, c.database)
+	cfg, ledger, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -241,11 +270,7 @@ func runGateway(ctx context.Context, args []string) error {
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
 
-	cfg, err := c.restConfig()
-	if err != nil {
-		return err
-	}
-	ledger, err := store.Open(ctx, c.database)
+	cfg, ledger, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
