@@ -87,9 +87,8 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if o.DataDir == "" {
 		o.DataDir = os.TempDir()
 	}
-	usage, err := usagelog.New(ledger, usagelog.Config{
-		SpoolPath: filepath.Join(o.DataDir, "usage-"+o.ReplicaID+".spool"),
-	})
+	spoolPath := filepath.Join(o.DataDir, "usage-"+o.ReplicaID+".spool")
+	usage, err := usagelog.New(ledger, usagelog.Config{SpoolPath: spoolPath})
 	if err != nil {
 		return nil, fmt.Errorf("usage writer: %w", err)
 	}
@@ -123,7 +122,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 				}
 				return nil
 			},
-			"ledger": ledger.Ping,
+			"ledger": ledgerOrSpool(ledger, spoolPath),
 		},
 	})
 	handlers.Register(srv, &handlers.Deps{
@@ -150,6 +149,24 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		return nil, err
 	}
 	return srv, nil
+}
+
+// ledgerOrSpool is ready when the ledger answers or, while it does not, when
+// the usage spool can take rows: a database outage then spools usage instead
+// of taking every replica out of rotation. (Requests that need the database
+// itself, such as a lease refill, still fail and say so.)
+func ledgerOrSpool(ledger *store.Store, spoolPath string) server.ReadyCheck {
+	return func(ctx context.Context) error {
+		err := ledger.Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		f, ferr := os.OpenFile(filepath.Join(filepath.Dir(spoolPath), ".ready-probe"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if ferr != nil {
+			return fmt.Errorf("ledger unreachable (%v) and usage spool not writable (%v)", err, ferr)
+		}
+		return f.Close()
+	}
 }
 
 // openBlobs opens the local blob store. Without a configured signing key a
