@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -59,6 +61,7 @@ var (
 var benchEnv *framework.Env
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
 	code := m.Run()
 	if benchEnv != nil {
 		_ = benchEnv.Stop()
