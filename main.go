@@ -251,7 +251,8 @@ func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
 		DataDir: dataDir, ReplicaID: os.Getenv("POD_NAME"), DefaultRequestsPerMinute: int32(g.defaultRPM),
 		PublicURL: g.publicURL, BlobDir: os.Getenv("MODELGATE_BLOB_DIR"),
 		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
-		BalanceUnit:    handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}}
+		BlobURL:        os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
+		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}}
 }
 
 // knownProvider reports whether a provider adapter is compiled in.

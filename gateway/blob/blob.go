@@ -39,10 +39,13 @@ type Config struct {
 	BaseURL func() string
 }
 
-// Store is a bucket plus the way its objects get public URLs.
+// Store is a bucket plus the way its objects get public URLs: the local
+// store signs links the gateway serves itself (Handler); a cloud store uses
+// the bucket's signed URLs or a configured public base URL.
 type Store struct {
-	bucket *blob.Bucket
-	cfg    Config
+	bucket     *blob.Bucket
+	cfg        Config
+	publicBase string
 
 	mu     sync.Mutex
 	signer *fileblob.URLSignerHMAC
@@ -121,8 +124,15 @@ func cancelWriter(cancel context.CancelFunc, w *blob.Writer) {
 	_ = w.Close()
 }
 
-// SignedURL returns a URL that serves key until ttl from now.
+// Local reports whether the gateway itself serves the store's objects.
+func (s *Store) Local() bool { return s.cfg.BaseURL != nil }
+
+// SignedURL returns a URL that serves key until ttl from now (a public base
+// URL, when configured, serves it for as long as the object exists).
 func (s *Store) SignedURL(ctx context.Context, key string, ttl time.Duration) (string, error) {
+	if s.publicBase != "" {
+		return s.publicBase + "/" + key, nil
+	}
 	u, err := s.bucket.SignedURL(ctx, key, &blob.SignedURLOptions{Expiry: ttl, Method: http.MethodGet})
 	if err != nil {
 		return "", fmt.Errorf("blob: sign %s: %w", key, err)

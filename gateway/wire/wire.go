@@ -61,6 +61,11 @@ type Options struct {
 	BlobDir string
 	// BlobSigningKey signs local blob URLs; the same on every replica.
 	BlobSigningKey []byte
+	// BlobURL selects a cloud store instead (s3://, gs://, azblob://).
+	BlobURL string
+	// BlobPublicURL, with BlobURL, makes object URLs BlobPublicURL/key
+	// instead of the bucket's signed URLs.
+	BlobPublicURL string
 	// PublicURL is the gateway's public base URL for signed links; default
 	// the address it listens on.
 	PublicURL string
@@ -140,7 +145,9 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		UploadTTL:       o.UploadTTL,
 		BalanceUnit:     o.BalanceUnit,
 	})
-	srv.Handle("GET "+blob.FilesPath, blobs.Handler())
+	if blobs.Local() {
+		srv.Handle("GET "+blob.FilesPath, blobs.Handler())
+	}
 	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser}); err != nil {
 		return nil, err
 	}
@@ -169,10 +176,14 @@ func ledgerOrSpool(ledger *store.Store, spoolPath string) server.ReadyCheck {
 	}
 }
 
-// openBlobs opens the local blob store. Without a configured signing key a
+// openBlobs opens the cloud store named by BlobURL, or else the local blob
+// store. Without a configured signing key a
 // random one is made: links then stop working when the process restarts,
 // which is acceptable for dev and tests but not for several replicas.
 func openBlobs(o Options, base func() string) (*blob.Store, error) {
+	if o.BlobURL != "" {
+		return blob.OpenURL(context.Background(), o.BlobURL, o.BlobPublicURL)
+	}
 	dir := o.BlobDir
 	if dir == "" {
 		dir = filepath.Join(o.DataDir, "blobs")
