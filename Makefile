@@ -77,3 +77,11 @@ kustomize: ## Install kustomize.
 helm-lint: helm ## Lint charts/modelgate with default and with full values (test/deploy applies them to envtest).
 	$(HELM) lint charts/modelgate --strict
 	$(HELM) lint charts/modelgate --strict -f test/deploy/testdata/full-values.yaml
+
+##@ Performance
+
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: envtest ## Load harness: fake upstream, bare reverse proxy and the full gateway under the same load (docs/performance.md). BENCH_FLAGS="-d 20s -cpuprofile /tmp/prof" etc.
+	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go run ./test/bench/cmd/loadbench $(BENCH_FLAGS)

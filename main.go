@@ -21,9 +21,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/shopspring/decimal"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -281,6 +283,11 @@ func runGateway(ctx context.Context, args []string) error {
 	mgr, err := newManager(ctx, cfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: g.metricsAddr},
 		HealthProbeBindAddress: "0",
+		// The gateway may read Secrets only in the system namespace (upstream
+		// credentials); a cluster-wide Secret informer would never sync.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{c.systemNamespace: {}}},
+		}},
 	})
 	if err != nil {
 		return err

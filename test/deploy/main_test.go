@@ -136,8 +136,14 @@ func tail(s string, n int) string {
 // runTool runs a tool from the repository root and returns stdout; the error
 // carries stderr.
 func runTool(bin string, args ...string) ([]byte, error) {
+	return runToolEnv(nil, bin, args...)
+}
+
+// runToolEnv is runTool with extra environment variables.
+func runToolEnv(extraEnv []string, bin string, args ...string) ([]byte, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), extraEnv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

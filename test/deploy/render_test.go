@@ -21,6 +21,15 @@ import (
 // first because namespaced objects need them even in a dry run.
 func applyDryRun(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
+	if failures := dryRun(t, objs); len(failures) > 0 {
+		t.Fatalf("%d of %d objects rejected by the API server:\n%s", len(failures), len(objs), strings.Join(failures, "\n"))
+	}
+	t.Logf("%d objects accepted by a server-side apply dry run: %v", len(objs), kinds(objs))
+}
+
+// dryRun returns one line per object the API server refused.
+func dryRun(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -56,10 +65,46 @@ func applyDryRun(t *testing.T, objs []*unstructured.Unstructured) {
 			failures = append(failures, fmt.Sprintf("%s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err))
 		}
 	}
-	if len(failures) > 0 {
-		t.Fatalf("%d of %d objects rejected by the API server:\n%s", len(failures), len(objs), strings.Join(failures, "\n"))
+	return failures
+}
+
+// TestDryRunCatchesInvalidObjects: the dry run is a real check, not a
+// formality: a misspelt field, a bad value and a CEL violation are refused.
+func TestDryRunCatchesInvalidObjects(t *testing.T) {
+	objs, err := decode([]byte(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: typo, namespace: modelgate-system}
+spec:
+  replicaz: 2
+  selector: {matchLabels: {app: x}}
+  template:
+    metadata: {labels: {app: x}}
+    spec: {containers: [{name: x, image: x}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: bad-port, namespace: modelgate-system}
+spec:
+  ports: [{name: http, port: 700000}]
+---
+apiVersion: modelgate.io/v1alpha1
+kind: ApiToken
+metadata: {name: both-keys, namespace: modelgate-system}
+spec:
+  displayName: x
+  keyHash: abc
+  keySecretRef: {name: s, key: k}
+`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d objects accepted by a server-side apply dry run: %v", len(objs), kinds(objs))
+	failures := dryRun(t, objs)
+	g := NewWithT(t)
+	g.Expect(failures).To(HaveLen(3))
+	g.Expect(failures[0]).To(ContainSubstring("replicaz"))
+	g.Expect(failures[1]).To(ContainSubstring("700000"))
+	g.Expect(failures[2]).To(ContainSubstring("set at most one of keySecretRef or keyHash"))
 }
 
 func TestHelmLint(t *testing.T) {

@@ -25,7 +25,7 @@ func TestValuesSchemaRejectsWrongValues(t *testing.T) {
 		{"an empty database Secret", []string{"--set", "database.existingSecret="},
 			[]string{"/database/existingSecret", "minLength"}},
 		{"a port out of range", []string{"--set", "gateway.port=70000"},
-			[]string{"/gateway/port", "70000"}},
+			[]string{"/gateway/port", "maximum"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
