@@ -19,6 +19,13 @@ type LeaseConfig struct {
 	// Chunk is the most quota taken into a lease at once beyond what the
 	// request needs. Default 500000 (1 USD).
 	Chunk billing.Quota
+	// DirectBelow: while the balance a lease would draw on is below this, no
+	// lease is taken and requests reserve directly in the ledger. Quota in
+	// one replica's lease cannot serve another replica's request, so near the
+	// end of a balance leases would refuse requests the balance could still
+	// pay; direct reservations there keep every unit of quota usable. The
+	// gateway sets it to two chunks; 0 disables it.
+	DirectBelow billing.Quota
 	// TTL is how long a lease lives without renewal; a dead replica's quota
 	// returns to the balance one TTL (plus a sweep interval) after its last
 	// renewal. Default 1 minute.
@@ -111,13 +118,7 @@ func (l *Leaser) Reserve(ctx context.Context, requestID string, tokenID, userID 
 		return nil, fmt.Errorf("lease reserve: negative estimate %d", estimate)
 	}
 	if estimate > l.cfg.Chunk {
-		if requestID == "" {
-			return nil, errors.New("lease reserve: a direct reservation needs a request ID")
-		}
-		if err := l.store.Reserve(ctx, requestID, tokenID, userID, estimate); err != nil {
-			return nil, err
-		}
-		return &Hold{direct: true, requestID: requestID, amount: estimate}, nil
+		return l.direct(ctx, requestID, tokenID, userID, estimate)
 	}
 	ll, err := l.local(tokenID)
 	if err != nil {
@@ -129,10 +130,42 @@ func (l *Leaser) Reserve(ctx context.Context, requestID string, tokenID, userID 
 	// Refill with what the lease lacks; if concurrent reservations used the
 	// refill up meanwhile, refill once more with the whole estimate, which
 	// refill then holds for this request alone.
-	if h, err := l.refill(ctx, ll, tokenID, userID, estimate, false); h != nil || err != nil {
-		return h, err
+	h, err := l.refill(ctx, ll, tokenID, userID, estimate, false)
+	if h == nil && err == nil {
+		h, err = l.refill(ctx, ll, tokenID, userID, estimate, true)
 	}
-	return l.refill(ctx, ll, tokenID, userID, estimate, true)
+	if errors.Is(err, errLowBalance) {
+		// Near the end of the balance: give this replica's lease back so its
+		// quota serves every replica, and reserve directly.
+		l.returnLease(ctx, ll)
+		return l.direct(ctx, requestID, tokenID, userID, estimate)
+	}
+	return h, err
+}
+
+// direct makes a durable reservation in the ledger for one request.
+func (l *Leaser) direct(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*Hold, error) {
+	if requestID == "" {
+		return nil, errors.New("lease reserve: a direct reservation needs a request ID")
+	}
+	if err := l.store.Reserve(ctx, requestID, tokenID, userID, estimate); err != nil {
+		return nil, err
+	}
+	return &Hold{direct: true, requestID: requestID, amount: estimate}, nil
+}
+
+// returnLease gives the local lease's row back to the ledger. Holds already
+// made from it are charged to the balances when their usage rows arrive.
+func (l *Leaser) returnLease(ctx context.Context, ll *localLease) {
+	ll.fill.Lock()
+	defer ll.fill.Unlock()
+	ll.mu.Lock()
+	id := ll.id
+	ll.id, ll.available = 0, 0
+	ll.mu.Unlock()
+	if id != 0 {
+		_, _ = l.store.releaseLease(ctx, id, false)
+	}
 }
 
 // fromLease holds estimate from the local lease if it is valid and covers
@@ -194,7 +227,7 @@ func (l *Leaser) refill(ctx context.Context, ll *localLease, tokenID, userID int
 	}
 	ll.mu.Unlock()
 
-	g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, int64(want), int64(l.cfg.Chunk), l.cfg.TTL)
+	g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, int64(want), int64(l.cfg.Chunk), int64(l.cfg.DirectBelow), l.cfg.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +289,7 @@ func (l *Leaser) prefetch(ll *localLease, tokenID, userID int64) {
 		defer cancel()
 		ll.fill.Lock()
 		defer ll.fill.Unlock()
-		g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, 0, int64(l.cfg.Chunk), l.cfg.TTL)
+		g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, 0, int64(l.cfg.Chunk), int64(l.cfg.DirectBelow), l.cfg.TTL)
 		if err != nil {
 			return // the next reservation that needs quota refills itself
 		}

@@ -333,3 +333,52 @@ func TestLeasePrefetchesBeforeRunningOut(t *testing.T) {
 		g.Expect(l.Close(ctx)).To(Succeed())
 	})
 }
+
+// TestTwoLeasingReplicasSpendExactlyASmallBalance: 200 goroutines on two
+// replicas, each with its own Leaser, race for a balance worth 50 requests.
+// Below DirectBelow no lease strands quota in one replica: exactly 50 win,
+// the balance ends at zero and the usage rows equal the used quota.
+func TestTwoLeasingReplicasSpendExactlyASmallBalance(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		const price = 1000
+		stores := []*Store{openStore(t, dsn), openStore(t, dsn)}
+		a := newAccount(t, stores[0], 50*price, 100*price, TokenLimits{})
+		leasers := make([]*Leaser, len(stores))
+		for i, s := range stores {
+			leasers[i] = s.NewLeaser(LeaseConfig{ReplicaID: fmt.Sprintf("r%d", i), Chunk: 100 * price, DirectBelow: 200 * price})
+		}
+		var won atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 200 {
+			wg.Go(func() {
+				l, s := leasers[i%2], stores[i%2]
+				id := fmt.Sprintf("lease-race-%d", i)
+				h, err := l.Reserve(ctx, id, a.tokenID, a.userID, price)
+				if err != nil {
+					if !isInsufficient(err) {
+						t.Errorf("reserve: %v", err)
+					}
+					return
+				}
+				won.Add(1)
+				charge, err := l.Settle(ctx, h, price)
+				if err != nil {
+					t.Errorf("settle: %v", err)
+				}
+				if _, err := s.InsertUsage(ctx, []UsageRow{{RequestID: id, UserID: a.userID, TokenID: a.tokenID, Quota: price, Charge: charge}}); err != nil {
+					t.Errorf("usage: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		for _, l := range leasers {
+			g.Expect(l.Close(ctx)).To(Succeed())
+		}
+		g.Expect(won.Load()).To(Equal(int32(50)))
+		ten := tenantBalance(t, stores[0], a.userID)
+		g.Expect(ten).To(Equal(Balance{Remain: 0, Used: 50 * price}))
+		g.Expect(usageSum(t, stores[0], a.tokenID)).To(Equal(int64(ten.Used)))
+	})
+}

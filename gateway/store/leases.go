@@ -38,7 +38,7 @@ func (l *leaseRow) dest() []any {
 // the lease's expiry. want may be 0 to renew. The move is one transaction
 // under the token and tenant row locks, so the leases of all replicas together
 // never exceed the balance.
-func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, want, chunk int64, ttl time.Duration) (leaseGrant, error) {
+func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, want, chunk, directBelow int64, ttl time.Duration) (leaseGrant, error) {
 	var g leaseGrant
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
@@ -72,7 +72,7 @@ func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, 
 			g.replaced = true
 		}
 		if !g.unbounded {
-			take, err := leaseSize(t, d, tenRemain+tenDelta, want, chunk)
+			take, err := leaseSize(t, d, tenRemain+tenDelta, want, chunk, directBelow)
 			if err != nil {
 				return err
 			}
@@ -102,9 +102,12 @@ func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, 
 	return g, nil
 }
 
+// errLowBalance tells the Leaser to reserve directly instead of leasing.
+var errLowBalance = errors.New("balance too low to lease")
+
 // leaseSize decides how much to move into a lease: at least want, and up to
 // min(chunk, budget/4) so that a low balance is not stranded in one replica.
-func leaseSize(t tokenRow, d sides, tenRemain, want, chunk int64) (int64, error) {
+func leaseSize(t tokenRow, d sides, tenRemain, want, chunk, directBelow int64) (int64, error) {
 	budget := int64(-1) // -1: no bound
 	bound := func(v int64) {
 		if budget < 0 || v < budget {
@@ -122,6 +125,9 @@ func leaseSize(t tokenRow, d sides, tenRemain, want, chunk int64) (int64, error)
 	}
 	if budget < want {
 		return 0, fmt.Errorf("balance allows %d, lease needs %d: %w", budget, want, ErrInsufficientQuota)
+	}
+	if budget < directBelow {
+		return 0, errLowBalance
 	}
 	return min(max(want, min(chunk, budget/4)), budget), nil
 }

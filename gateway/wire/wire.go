@@ -98,7 +98,13 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		return nil, fmt.Errorf("usage writer: %w", err)
 	}
 	metrics.RegisterUsageWriter(usage)
-	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID})
+	// Accounts with less than two chunks (2 USD) left reserve directly, so
+	// no quota strands in one replica's lease near the end of a balance.
+	// A 10-minute lease is renewed about every 3 minutes per active key
+	// (not on every request), and a dead replica's lease returns within
+	// 10 minutes.
+	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID, Chunk: billing.QuotaPerUSD,
+		DirectBelow: 2 * billing.QuotaPerUSD, TTL: 10 * time.Minute})
 	var srv *server.Server
 	blobs, err := openBlobs(o, func() string {
 		if o.PublicURL != "" {
