@@ -37,6 +37,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
 	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -193,7 +194,11 @@ func runManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	blobs, err := controllerBlobs("")
+	// The GenerationTask controller writes generated media to the gateways'
+	// blob store (MODELGATE_BLOB_URL or MODELGATE_BLOB_DIR); it only writes,
+	// the gateways sign the links.
+	var g gatewayFlags
+	blobs, err := wire.OpenBlobs(g.options(c.systemNamespace, ""), func() string { return os.Getenv("MODELGATE_PUBLIC_URL") })
 	if err != nil {
 		return err
 	}
@@ -366,14 +371,17 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	blobs, err := controllerBlobs(dataDir)
-	if err != nil {
+	// One blob store for the controllers (they write generated media) and
+	// the gateway (it serves and signs the links).
+	opts := g.options(*sysNS, dataDir)
+	var gw *server.Server
+	if opts.Blobs, err = wire.OpenBlobs(opts, func() string { return "http://" + gw.Addr() }); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider, Blobs: blobs}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider, Blobs: opts.Blobs}); err != nil {
 		return err
 	}
-	gw, err := wire.Gateway(mgr, ledger, g.options(*sysNS, dataDir))
+	gw, err = wire.Gateway(mgr, ledger, opts)
 	if err != nil {
 		return err
 	}

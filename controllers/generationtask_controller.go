@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,12 @@ const (
 	// CodeGenerationFailed is the error code of a failed task.
 	CodeGenerationFailed = "generation_failed"
 
+	// DefaultReviewDeadline is the private asset review deadline per round.
+	DefaultReviewDeadline = 20 * time.Minute
+	// DefaultSimulatedReviewTime is how long the simulated review service
+	// takes to decide (backend option "reviewDelay" overrides it).
+	DefaultSimulatedReviewTime = time.Second
+
 	minPoll = 250 * time.Millisecond
 	maxPoll = 10 * time.Second
 	// simDecidedSeconds is the length the simulated backend picks when the
@@ -74,6 +81,9 @@ type GenerationTaskReconciler struct {
 	// SimulatedDelay is the simulated backend's default generation time
 	// (a backend option "delay" or a "[sim:delay=…]" prompt directive overrides it).
 	SimulatedDelay time.Duration
+	// ReviewDeadline bounds one private asset review round; default
+	// DefaultReviewDeadline (the contract's 20 minutes).
+	ReviewDeadline time.Duration
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks,verbs=get;list;watch;create;update;patch;delete
@@ -159,6 +169,12 @@ func (r *GenerationTaskReconciler) simulate(ctx context.Context, t *v1.Generatio
 	dir := tasks.ParseDirectives(t.Spec.Request.Raw)
 	delay := r.simDelay(b, dir)
 	if st.StartedAt == nil || st.Phase == v1.TaskQueued {
+		if t.Spec.PrivateAssetReview && len(sub.ReviewAssets) > 0 {
+			passed, res, err := r.review(ctx, t, sub, b, now)
+			if !passed || err != nil {
+				return res, err
+			}
+		}
 		started := metav1.NewTime(now)
 		st.Phase, st.Progress, st.StartedAt = v1.TaskInProgress, 0, &started
 		st.Backend, st.UpstreamTaskID, st.Attempts = b.Name, "sim-"+t.Spec.TaskID, st.Attempts+1
@@ -185,6 +201,102 @@ func (r *GenerationTaskReconciler) simulate(ctx context.Context, t *v1.Generatio
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.complete(ctx, t, sub, now, res, seconds)
+}
+
+// Review outcomes and asset states (status.reviewRounds).
+const (
+	reviewPending  = "pending"
+	reviewPassed   = "passed"
+	reviewRejected = "rejected"
+	reviewExpired  = "expired"
+)
+
+// review runs private asset review before generation: one round per backend
+// (a backend switch starts a new round with a new deadline), every selected
+// asset must pass, and a rejection or the deadline fails the task before any
+// video is submitted, refunding the reservation (no generation fee). passed
+// reports that generation may start.
+//
+// The simulated review service decides each asset after the backend's
+// "reviewDelay" (default 1 s): a URL containing "reject" is rejected, one
+// containing "slow" is never decided (so the round runs into its deadline),
+// anything else passes. Reuse of reviewed assets across tasks and shared
+// preparation of concurrent requests are not implemented.
+func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, b *v1.Backend,
+	now time.Time) (passed bool, res ctrl.Result, err error) {
+	st := &t.Status
+	deadline := r.ReviewDeadline
+	if deadline <= 0 {
+		deadline = DefaultReviewDeadline
+	}
+	var round *v1.ReviewRound
+	if n := len(st.ReviewRounds); n > 0 && st.ReviewRounds[n-1].Backend == b.Name {
+		round = &st.ReviewRounds[n-1]
+	}
+	if round == nil {
+		if len(st.ReviewRounds) >= 16 {
+			return false, ctrl.Result{}, r.fail(ctx, t, now, "private asset review: too many review rounds")
+		}
+		rr := v1.ReviewRound{Round: int32(len(st.ReviewRounds) + 1), Backend: b.Name,
+			Deadline: metav1.NewTime(now.Add(deadline)), Outcome: reviewPending}
+		for _, a := range sub.ReviewAssets {
+			rr.Assets = append(rr.Assets, v1.ReviewAsset{URL: a.URL, Type: a.Type, Role: a.Role, State: reviewPending})
+		}
+		st.ReviewRounds = append(st.ReviewRounds, rr)
+		return false, ctrl.Result{RequeueAfter: roundUp(r.reviewTime(b))}, nil
+	}
+	if round.Outcome == reviewPassed {
+		return true, ctrl.Result{}, nil
+	}
+	start := round.Deadline.Add(-deadline)
+	if decideAt := start.Add(r.reviewTime(b)); !now.Before(decideAt) {
+		all := true
+		for i := range round.Assets {
+			a := &round.Assets[i]
+			switch {
+			case strings.Contains(a.URL, "reject"):
+				a.State = reviewRejected
+			case strings.Contains(a.URL, "slow"):
+				a.State = reviewPending
+			default:
+				a.State = reviewPassed
+			}
+			if a.State == reviewRejected {
+				round.Outcome = reviewRejected
+				return false, ctrl.Result{}, r.fail(ctx, t, now,
+					fmt.Sprintf("private asset review rejected the %s asset %s; no video generation fee is charged", a.Type, a.URL))
+			}
+			all = all && a.State == reviewPassed
+		}
+		if all {
+			round.Outcome = reviewPassed
+			return true, ctrl.Result{}, nil
+		}
+	}
+	if !now.Before(round.Deadline.Time) {
+		round.Outcome = reviewExpired
+		return false, ctrl.Result{}, r.fail(ctx, t, now,
+			"private asset review did not finish before the round's deadline; no video generation fee is charged")
+	}
+	return false, ctrl.Result{RequeueAfter: roundUp(min(round.Deadline.Sub(now), maxPoll))}, nil
+}
+
+func (r *GenerationTaskReconciler) reviewTime(b *v1.Backend) time.Duration {
+	if v, ok := b.Options["reviewDelay"]; ok {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	return DefaultSimulatedReviewTime
+}
+
+// roundUp rounds a wait up to whole seconds (status times have second
+// precision) and to at least one second.
+func roundUp(d time.Duration) time.Duration {
+	if r := d.Truncate(time.Second); r != d || d <= 0 {
+		return r + time.Second
+	}
+	return d
 }
 
 func (r *GenerationTaskReconciler) simDelay(b *v1.Backend, dir tasks.Directives) time.Duration {

@@ -133,7 +133,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 		res = step(t)
 		Expect(t.Status.Progress).To(Equal(int32(40)))
 		Expect(res.RequeueAfter).To(Equal(2 * time.Second))
-		Expect(balance().Remain).To(Equal(billing.QuotaPerUSD - 80000)) // 4 × 20 000 pre-deducted
+		Expect(balance().Remain).To(Equal(billing.Quota(billing.QuotaPerUSD - 80000))) // 4 × 20 000 pre-deducted
 
 		clk.Step(6 * time.Second)
 		inFlight := t.DeepCopy()
@@ -154,7 +154,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 		step(t)
 		Expect(t.Status.Phase).To(Equal(v1.TaskCompleted))
 		Expect(balance().Used).To(Equal(billing.Quota(80000)))
-		Expect(balance().Remain).To(Equal(billing.QuotaPerUSD - 80000))
+		Expect(balance().Remain).To(Equal(billing.Quota(billing.QuotaPerUSD - 80000)))
 
 		step(t)
 		Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady)).To(BeTrue())
@@ -188,6 +188,68 @@ var _ = Describe("GenerationTask reconciler", func() {
 		Expect(t.Status.Result).To(BeNil())
 		Expect(balance().Remain).To(Equal(before.Remain))
 		Expect(balance().Used).To(Equal(before.Used))
+	})
+
+	Describe("private asset review", func() {
+		// submitReview turns a fresh task into one asking for review of urls.
+		submitReview := func(urls ...string) *v1.GenerationTask {
+			t := submit("review me", 1, "sim")
+			sub, err := tasks.SubmissionOf(t)
+			Expect(err).NotTo(HaveOccurred())
+			for _, u := range urls {
+				sub.ReviewAssets = append(sub.ReviewAssets, tasks.ReviewAsset{Type: "image", URL: u, Role: "reference_image"})
+			}
+			ann, err := sub.Encode()
+			Expect(err).NotTo(HaveOccurred())
+			t.Annotations[tasks.SubmissionAnnotation] = ann
+			t.Spec.PrivateAssetReview = true
+			Expect(c.Update(ctx, t)).To(Succeed())
+			step(t) // queued
+			step(t) // round 1 opens
+			Expect(t.Status.Phase).To(Equal(v1.TaskQueued))
+			Expect(t.Status.ReviewRounds).To(HaveLen(1))
+			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("pending"))
+			Expect(t.Status.ReviewRounds[0].Deadline.Time).To(BeTemporally("==", clk.Now().Add(controllers.DefaultReviewDeadline)))
+			return t
+		}
+
+		It("starts generation once every asset passed", func() {
+			t := submitReview("https://cdn.example/a.png", "https://cdn.example/b.png")
+			step(t)
+			Expect(t.Status.Phase).To(Equal(v1.TaskQueued)) // the review takes its time
+			clk.Step(controllers.DefaultSimulatedReviewTime)
+			step(t)
+			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
+			Expect(t.Status.ReviewRounds[0].Assets[1].State).To(Equal("passed"))
+			Expect(t.Status.Phase).To(Equal(v1.TaskInProgress))
+		})
+
+		It("fails without a generation fee when an asset is rejected", func() {
+			before := balance()
+			t := submitReview("https://cdn.example/ok.png", "https://cdn.example/reject-me.png")
+			clk.Step(controllers.DefaultSimulatedReviewTime)
+			step(t)
+			Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
+			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("rejected"))
+			Expect(t.Status.Error.Message).To(ContainSubstring("reject-me.png"))
+			Expect(t.Status.Billing.Status).To(Equal(v1.BillingRefunded))
+			Expect(balance().Remain).To(Equal(before.Remain))
+		})
+
+		It("fails without a generation fee when the round runs past its deadline", func() {
+			before := balance()
+			t := submitReview("https://cdn.example/slow.png")
+			clk.Step(time.Minute)
+			res := step(t)
+			Expect(t.Status.Phase).To(Equal(v1.TaskQueued))
+			Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+			clk.Step(controllers.DefaultReviewDeadline)
+			step(t)
+			Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
+			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("expired"))
+			Expect(t.Status.Error.Message).To(ContainSubstring("deadline"))
+			Expect(balance().Remain).To(Equal(before.Remain))
+		})
 	})
 
 	It("fails a task whose backend has no asynchronous adapter, before anything is charged", func() {

@@ -67,7 +67,7 @@ func registerMedia(mux Mux, d *Deps) {
 	}
 }
 
-// fail writes the contract's common error shape with an image task error type.
+// mediaFail writes the contract's common error shape with an image task error type.
 func mediaFail(w http.ResponseWriter, status int, typ, message string) {
 	apierr.Common(w, status, typ, message)
 }
@@ -192,6 +192,7 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 		log.FromContext(ctx).Error(err, "create generation task", "requestID", requestID)
 		return nil, http.StatusInternalServerError, errInternal, "could not create the task"
 	}
+	m.archiveNew(ctx, task)
 	return task, 0, "", ""
 }
 
@@ -228,13 +229,16 @@ func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelR
 	}
 	taskID := tasks.NewTaskID()
 	if n.ClientBusinessID != "" {
-		taskID = tasks.BusinessTaskID(p.Tenant.Namespace, n.ClientBusinessID)
+		taskID = tasks.BusinessTaskID(p.Tenant.Namespace, m.typ, n.ClientBusinessID)
 	}
 	sub := &tasks.Submission{
 		AcceptedAt: accepted.UnixMilli(), RouteNamespace: route.Namespace, RouteName: route.Name, Backends: backends,
 		PriceNamespace: rule.Namespace, PriceName: rule.Name, Price: rule.Spec(), TokenDisplay: p.Token.Spec.DisplayName,
 		Outputs: int64(max(n.N, 1)), InputImages: int64(n.ReferenceImages), DurationSeconds: int64(n.Duration),
 		InputVideoSeconds: mediaEstimate(n).InputVideoSeconds,
+	}
+	for _, a := range n.ReviewAssets {
+		sub.ReviewAssets = append(sub.ReviewAssets, tasks.ReviewAsset{Type: string(a.Type), URL: tasks.AssetRef(a.URL), Role: a.Role})
 	}
 	ann, err := sub.Encode()
 	if err != nil {
@@ -254,6 +258,20 @@ func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelR
 			ReservedQuota: int64(estimate), RequestID: requestID,
 		},
 	}, nil
+}
+
+// archiveNew writes the new task's archive row (insert only, never over a
+// newer state), so a query right after submission answers even before the
+// informer cache has the object. A failure is logged: the controller writes
+// the row on its first pass anyway.
+func (m *Media) archiveNew(ctx context.Context, task *v1.GenerationTask) {
+	rec, err := tasks.Record(task)
+	if err == nil {
+		_, err = m.Ledger.InsertTask(context.WithoutCancel(ctx), rec)
+	}
+	if err != nil {
+		log.FromContext(ctx).Error(err, "archive new task", "task", task.Spec.TaskID)
+	}
 }
 
 // byBusinessID finds the caller's task of this family with a client

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -206,6 +207,41 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(code).To(Equal(200))
 		Expect(theirs["id"]).NotTo(Equal(first["id"]))
 		await(other, "images", theirs["id"].(string))
+		By("the same identifier on the video family is another task")
+		code, vid, _ := call("POST", "/v1/videos/generations", bearer(acct.Key),
+			map[string]any{"model": video, "prompt": "a boat", "duration": 2, "client_business_id": "order-42"})
+		Expect(code).To(Equal(200), "%v", vid)
+		Expect(vid["id"]).NotTo(Equal(first["id"]))
+		await(acct, "videos", "order-42")
+	})
+
+	It("answers concurrent repeats of one client_business_id with one task and one charge", func() {
+		before := remain(acct)
+		req := map[string]any{"model": video, "prompt": "rain", "duration": 2, "client_business_id": "burst-1"}
+		ids := make(chan string, 6)
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), req)
+				Expect(code).To(Equal(200), "%v", sub)
+				ids <- sub["id"].(string)
+			}()
+		}
+		wg.Wait()
+		close(ids)
+		var first string
+		for id := range ids {
+			if first == "" {
+				first = id
+			}
+			Expect(id).To(Equal(first))
+		}
+		done := await(acct, "videos", first)
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "20", "cost_usd": "0.1"}))
+		Expect(remain(acct)).To(Equal(before - 50000)) // 2 s × 0.05 USD, once
 	})
 
 	It("rejects invalid bodies with the contract's errors", func() {
@@ -311,6 +347,42 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(code).To(Equal(200))
 		Expect(again["id"]).To(Equal(id))
 		Expect(remain(acct)).To(Equal(before - 125000))
+	})
+
+	It("reviews private assets before generating, and fails a rejected one without a fee", func() {
+		reviewed := mediaRoute("reviewed", v1.ModelTypeVideo, v1.ProfileAllInOneVideo,
+			v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"})
+		route := &v1.ModelRoute{}
+		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: framework.SystemNamespace, Name: reviewed}, route)).To(Succeed())
+		route.Spec.PrivateAssetReview = true
+		route.Spec.Backends[0].Options["reviewDelay"] = "0s"
+		Expect(stack.Client.Update(ctx, route)).To(Succeed())
+		before := remain(acct)
+		submitVideo := func(ref string) string {
+			var id string
+			Eventually(func(g Gomega) { // until the gateway's cache has the switch on
+				code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": reviewed,
+					"prompt": "the reference, animated", "duration": 2, "private_asset_review": true, "reference_images": []string{ref}})
+				g.Expect(code).To(Equal(200), "%v", sub)
+				id = sub["id"].(string)
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+			return id
+		}
+		ok := submitVideo("https://cdn.example/cat.png")
+		bad := submitVideo("https://cdn.example/reject.png")
+		done := await(acct, "videos", ok)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		failed := await(acct, "videos", bad)
+		Expect(failed["status"]).To(Equal("failed"))
+		Expect(failed["error"].(map[string]any)["message"]).To(ContainSubstring("private asset review rejected"))
+		Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+		task := &v1.GenerationTask{}
+		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: tasks.ObjectName(ok)}, task)).To(Succeed())
+		Expect(task.Status.ReviewRounds).To(HaveLen(1))
+		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
+		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "https://cdn.example/cat.png",
+			Type: "image", Role: "reference_image", State: "passed"}}))
+		Expect(remain(acct)).To(Equal(before - 50000)) // only the passed one: 2 s × 0.05 USD
 	})
 
 	It("answers a batch query of at most 100 IDs", func() {

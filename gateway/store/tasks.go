@@ -54,6 +54,27 @@ func (s *Store) UpsertTask(ctx context.Context, t TaskRecord) error {
 	return nil
 }
 
+// InsertTask writes the archive row of a new task unless one exists; it
+// never overwrites a newer state. It returns whether the row was inserted.
+func (s *Store) InsertTask(ctx context.Context, t TaskRecord) (bool, error) {
+	var body any
+	if len(t.Body) > 0 {
+		body = string(t.Body)
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`
+		INSERT INTO tasks (task_id, user_id, token_id, request_id, kind, model, status, billing_status, quota,
+			client_business_id, body, created_at, completed_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
+		ON CONFLICT (task_id) DO NOTHING`),
+		t.TaskID, t.UserID, t.TokenID, t.RequestID, t.Kind, t.Model, t.Status, t.BillingStatus, t.Quota,
+		t.ClientBusinessID, body, t.CreatedAt)
+	if err != nil {
+		return false, fmt.Errorf("archive new task %s: %w", t.TaskID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
 const taskCols = `task_id, user_id, token_id, request_id, kind, model, status, billing_status, quota,
 	client_business_id, body, created_at, completed_at`
 

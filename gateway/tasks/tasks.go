@@ -45,6 +45,26 @@ type Submission struct {
 	InputImages       int64 `json:"inputImages,omitempty"`
 	DurationSeconds   int64 `json:"durationSeconds,omitempty"`
 	InputVideoSeconds int64 `json:"inputVideoSeconds,omitempty"`
+	// ReviewAssets are the assets private asset review must pass, in
+	// selection order (inline data replaced by its SHA-256 digest).
+	ReviewAssets []ReviewAsset `json:"reviewAssets,omitempty"`
+}
+
+// ReviewAsset is one asset under private asset review.
+type ReviewAsset struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
+	Role string `json:"role,omitempty"`
+}
+
+// AssetRef is how an asset is recorded: its URL, or "sha256:<hex>" of
+// inline (base64) data, which is too large for an annotation.
+func AssetRef(url string) string {
+	if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
+		return url
+	}
+	sum := sha256.Sum256([]byte(url))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Encode returns the annotation value.
@@ -74,10 +94,11 @@ func NewTaskID() string {
 }
 
 // BusinessTaskID is the task ID of a submission carrying a client business
-// ID: derived from the tenant namespace and that ID, so concurrent repeats
-// of one submission collide on the object name instead of making two tasks.
-func BusinessTaskID(namespace, clientBusinessID string) string {
-	sum := sha256.Sum256([]byte(namespace + "\x00" + clientBusinessID))
+// ID: derived from the tenant namespace, the family (image or video) and that
+// ID, so concurrent repeats of one submission collide on the object name
+// instead of making two tasks.
+func BusinessTaskID(namespace string, kind v1.ModelType, clientBusinessID string) string {
+	sum := sha256.Sum256([]byte(namespace + "\x00" + string(kind) + "\x00" + clientBusinessID))
 	return "task_" + hex.EncodeToString(sum[:12])
 }
 

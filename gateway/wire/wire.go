@@ -61,6 +61,9 @@ type Options struct {
 	BlobDir string
 	// BlobSigningKey signs local blob URLs; the same on every replica.
 	BlobSigningKey []byte
+	// Blobs is an open store to use (dev shares one with the controllers);
+	// nil opens one from the Blob* options.
+	Blobs *blob.Store
 	// BlobURL selects a cloud store instead (s3://, gs://, azblob://).
 	BlobURL string
 	// BlobPublicURL, with BlobURL, makes object URLs BlobPublicURL/key
@@ -106,14 +109,11 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID, Chunk: billing.QuotaPerUSD,
 		DirectBelow: 2 * billing.QuotaPerUSD, TTL: 10 * time.Minute})
 	var srv *server.Server
-	blobs, err := openBlobs(o, func() string {
-		if o.PublicURL != "" {
-			return o.PublicURL
+	blobs := o.Blobs
+	if blobs == nil {
+		if blobs, err = OpenBlobs(o, func() string { return publicURL(o, srv) }); err != nil {
+			return nil, err
 		}
-		return "http://" + srv.Addr()
-	})
-	if err != nil {
-		return nil, err
 	}
 	lookup, err := index.NewLookup(context.Background(), mgr.GetCache())
 	if err != nil {
@@ -182,17 +182,29 @@ func ledgerOrSpool(ledger *store.Store, spoolPath string) server.ReadyCheck {
 	}
 }
 
-// openBlobs opens the cloud store named by BlobURL, or else the local blob
-// store. Without a configured signing key a
+// publicURL is the configured public base URL, else the listen address.
+func publicURL(o Options, srv *server.Server) string {
+	if o.PublicURL != "" {
+		return o.PublicURL
+	}
+	return "http://" + srv.Addr()
+}
+
+// OpenBlobs opens the cloud store named by BlobURL, or else the local blob
+// store in BlobDir (default DataDir/blobs); with neither a URL nor a
+// directory it returns nil. base is the public base URL of local links. Without a configured signing key a
 // random one is made: links then stop working when the process restarts,
 // which is acceptable for dev and tests but not for several replicas.
-func openBlobs(o Options, base func() string) (*blob.Store, error) {
+func OpenBlobs(o Options, base func() string) (*blob.Store, error) {
 	if o.BlobURL != "" {
 		return blob.OpenURL(context.Background(), o.BlobURL, o.BlobPublicURL)
 	}
 	dir := o.BlobDir
-	if dir == "" {
+	if dir == "" && o.DataDir != "" {
 		dir = filepath.Join(o.DataDir, "blobs")
+	}
+	if dir == "" {
+		return nil, nil
 	}
 	key := o.BlobSigningKey
 	if len(key) == 0 {

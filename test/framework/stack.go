@@ -12,13 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
-	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -32,7 +33,11 @@ const SystemNamespace = "modelgate-system"
 // real ledger, the controllers and the gateway on a loopback port.
 type Stack struct {
 	*Env
-	Ledger  *store.Store
+	Ledger *store.Store
+	// Cache is the manager's informer cache.
+	Cache cache.Cache
+	// DSN is the ledger's DSN.
+	DSN     string
 	BaseURL string
 	cancel  context.CancelFunc
 	done    chan error
@@ -40,6 +45,11 @@ type Stack struct {
 
 // StackOptions configure StartStack.
 type StackOptions struct {
+	// SyncPeriod of the controllers' ledger mirror; 0 means 1 s (tests watch
+	// mirrored figures move; a benchmark with many tokens wants more).
+	SyncPeriod time.Duration
+	// ManagerQPS lifts the manager's client rate limit (0: client-go's default).
+	ManagerQPS float32
 	// DSN of the ledger; empty means a SQLite file in dir.
 	DSN string
 	// Dir holds the SQLite file when DSN is empty.
@@ -68,40 +78,48 @@ func (s *Stack) start(o StackOptions) error {
 	if err := s.Client.Create(ctx, sys); err != nil {
 		return err
 	}
-	dsn := o.DSN
-	if dsn == "" {
-		dsn = "sqlite://" + filepath.Join(o.Dir, "ledger.db")
+	s.DSN = o.DSN
+	if s.DSN == "" {
+		s.DSN = "sqlite://" + filepath.Join(o.Dir, "ledger.db")
 	}
 	var err error
-	if s.Ledger, err = store.Open(ctx, dsn); err != nil {
+	if s.Ledger, err = store.Open(ctx, s.DSN); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(s.Config, ctrl.Options{
+	cfg := s.Config
+	if o.ManagerQPS > 0 {
+		cfg = rest.CopyConfig(s.Config)
+		cfg.QPS, cfg.Burst = o.ManagerQPS, int(2*o.ManagerQPS)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: s.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 	})
 	if err != nil {
 		return err
 	}
+	s.Cache = mgr.GetCache()
 	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	// The controllers write generated media where the gateway serves it from
-	// (wire's default blob directory); the gateway signs the URLs.
-	blobDir := o.Dir
-	if blobDir == "" {
-		blobDir = os.TempDir()
+	// One blob store: the controllers write generated media, the gateway
+	// serves and signs the links.
+	gwOpts := wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second,
+		SystemNamespace: SystemNamespace, DataDir: o.Dir, BlobSigningKey: []byte("stack-blob-signing-key")}
+	if gwOpts.DataDir == "" {
+		gwOpts.DataDir = os.TempDir()
 	}
-	blobs, err := blob.OpenLocal(blob.Config{Dir: filepath.Join(blobDir, "blobs"),
-		SigningKey: []byte("controllers-write-only-signing-key"), BaseURL: func() string { return s.BaseURL }})
-	if err != nil {
+	if gwOpts.Blobs, err = wire.OpenBlobs(gwOpts, func() string { return s.BaseURL }); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: time.Second,
-		KnownProvider: func(name string) bool { _, ok := providers.Get(name); return ok }, Blobs: blobs}); err != nil {
+	sync := o.SyncPeriod
+	if sync <= 0 {
+		sync = time.Second // tests watch mirrored figures move
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: sync,
+		KnownProvider: func(name string) bool { _, ok := providers.Get(name); return ok }, Blobs: gwOpts.Blobs}); err != nil {
 		return err
 	}
-	gw, err := wire.Gateway(mgr, s.Ledger, wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second,
-		SystemNamespace: SystemNamespace, DataDir: o.Dir})
+	gw, err := wire.Gateway(mgr, s.Ledger, gwOpts)
 	if err != nil {
 		return err
 	}

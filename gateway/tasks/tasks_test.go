@@ -1,0 +1,96 @@
+package tasks
+
+import (
+	"bytes"
+	"image/gif"
+	"image/png"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+)
+
+func TestDirectives(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(ParseDirectives([]byte(`{"prompt":"a cat"}`))).To(Equal(Directives{}))
+	g.Expect(ParseDirectives([]byte(`{"prompt":"[sim:fail] a cat"}`))).To(Equal(Directives{Fail: true}))
+	g.Expect(ParseDirectives([]byte(`{"prompt":"a cat [sim:delay=1.5s]"}`))).To(Equal(Directives{Delay: 1500 * time.Millisecond}))
+	g.Expect(ParseDirectives([]byte(`{"prompt":"[sim:delay=soon]"}`))).To(Equal(Directives{}))
+	g.Expect(ParseDirectives([]byte(`not json`))).To(Equal(Directives{}))
+}
+
+func TestSimulatedImageIsARealPNGOfTheRequestedAspect(t *testing.T) {
+	for _, c := range []struct {
+		req  string
+		w, h int
+	}{
+		{`{"size":"16:9"}`, 64, 36},
+		{`{"size":"9:16"}`, 36, 64},
+		{`{"size":"1024x768"}`, 64, 48},
+		{`{"size":"512*1024"}`, 32, 64},
+		{`{"size":"auto"}`, 64, 64},
+		{`{}`, 64, 64},
+	} {
+		g := NewWithT(t)
+		raw, err := SimulatedImage("task_x", 0, []byte(c.req))
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg, err := png.DecodeConfig(bytes.NewReader(raw))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect([]int{cfg.Width, cfg.Height}).To(Equal([]int{c.w, c.h}), c.req)
+		again, _ := SimulatedImage("task_x", 0, []byte(c.req))
+		g.Expect(again).To(Equal(raw), "deterministic")
+	}
+}
+
+func TestSimulatedVideoIsAnAnimatedGIF(t *testing.T) {
+	g := NewWithT(t)
+	raw, err := SimulatedVideo("task_v", []byte(`{"ratio":"16:9"}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	anim, err := gif.DecodeAll(bytes.NewReader(raw))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(anim.Image).To(HaveLen(8))
+	g.Expect(anim.Config.Width).To(Equal(64))
+	g.Expect(anim.Config.Height).To(Equal(36))
+}
+
+func TestIDsAndNames(t *testing.T) {
+	g := NewWithT(t)
+	id := NewTaskID()
+	g.Expect(id).To(MatchRegexp(`^task_[0-9a-f]{24}$`))
+	g.Expect(ObjectName(id)).To(MatchRegexp(`^task-[0-9a-f]{24}$`))
+	g.Expect(BusinessTaskID("ns-a", v1.ModelTypeVideo, "order-1")).To(Equal(BusinessTaskID("ns-a", v1.ModelTypeVideo, "order-1")))
+	g.Expect(BusinessTaskID("ns-a", v1.ModelTypeVideo, "order-1")).NotTo(Equal(BusinessTaskID("ns-b", v1.ModelTypeVideo, "order-1")))
+	g.Expect(BusinessTaskID("ns-a", v1.ModelTypeVideo, "order-1")).NotTo(Equal(BusinessTaskID("ns-a", v1.ModelTypeImage, "order-1")))
+	g.Expect(BlobKey("ns-a", id, 2, "png")).To(Equal("tenants/ns-a/tasks/" + id + "/2.png"))
+}
+
+func TestRecordRoundTripDropsTheRequest(t *testing.T) {
+	g := NewWithT(t)
+	done := metav1.Unix(200, 0)
+	task := &v1.GenerationTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "task-1", Namespace: "ns", CreationTimestamp: metav1.Unix(100, 0)},
+		Spec: v1.GenerationTaskSpec{TaskID: "task_1", Model: "m", Type: v1.ModelTypeImage, UserID: 4, TokenID: 2,
+			RequestID: "req", ClientBusinessID: "cb"},
+		Status: v1.GenerationTaskStatus{Phase: v1.TaskCompleted, CompletedAt: &done,
+			Billing: &v1.TaskBilling{Status: v1.BillingSettled, Quota: ptr.To[int64](500)},
+			Result:  &v1.TaskResult{Type: "image", Data: []v1.TaskResultItem{{URL: BlobScheme + "k"}}}},
+	}
+	task.Spec.Request.Raw = []byte(`{"prompt":"secret-ish"}`)
+	rec, err := Record(task)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rec.Status).To(Equal("completed"))
+	g.Expect(rec.BillingStatus).To(Equal("settled"))
+	g.Expect(rec.Quota).To(Equal(int64(500)))
+	g.Expect(rec.CreatedAt).To(Equal(int64(100)))
+	g.Expect(rec.CompletedAt).To(Equal(int64(200)))
+	g.Expect(string(rec.Body)).NotTo(ContainSubstring("secret-ish"))
+	back, err := FromRecord(&rec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(back.Status.Result).To(Equal(task.Status.Result))
+	g.Expect(back.CreationTimestamp.Unix()).To(Equal(int64(100)))
+	g.Expect(back.Namespace).To(Equal("ns"))
+}

@@ -1,0 +1,300 @@
+// Command loadbench is modelgate's load harness (make bench). In one run it
+// starts a fast fake OpenAI-compatible upstream, a bare
+// net/http/httputil.ReverseProxy in front of it, and the whole stack (envtest
+// control plane, ledger with usage logging, controllers, gateway) loaded with
+// many tokens and routes; drives the three with the same bounded concurrent
+// load, non-streaming and streaming; prints requests/s and latency
+// percentiles, the gateway's added latency and its throughput relative to
+// the bare proxy; and checks that every successful gateway request left
+// exactly one usage row in the ledger. It exits non-zero on any failed
+// request, a missing row, or a setup error.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/modelgate/modelgate/test/bench"
+)
+
+type row struct {
+	target, mode string
+	r            bench.Result
+}
+
+func main() {
+	var (
+		conc       = flag.Int("c", 50, "concurrent clients")
+		dur        = flag.Duration("d", 10*time.Second, "duration of each measured phase")
+		n          = flag.Int("n", 0, "at most this many requests per phase (0: duration only)")
+		tokens     = flag.Int("tokens", 10000, "ApiTokens to load")
+		routes     = flag.Int("routes", 1000, "ModelRoutes (and PriceRules) to load")
+		tenants    = flag.Int("tenants", 100, "Tenants the tokens are spread over")
+		writers    = flag.Int("writers", 64, "concurrent API-server writers while loading objects")
+		chunks     = flag.Int("chunks", 20, "content chunks per streamed answer")
+		chunkDelay = flag.Duration("chunk-delay", 0, "upstream delay between streamed chunks")
+		dsn        = flag.String("dsn", "", "ledger DSN (default: SQLite in a temp dir), e.g. postgres://user:pw@host/db")
+		syncPeriod = flag.Duration("sync-period", 0, "controllers' ledger mirror period (0: production default)")
+		profDir    = flag.String("cpuprofile", "", "write CPU profiles of the gateway phases into this directory")
+		modes      = flag.String("modes", "json,stream", "comma-separated: json, stream")
+		warm       = flag.Bool("warmup", true, "send one gateway request per token before measuring (takes each token's quota lease)")
+		timeout    = flag.Duration("timeout", 25*time.Minute, "abort the whole run after this long")
+		verbose    = flag.Bool("v", false, "controller and gateway logs")
+	)
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+	if *verbose {
+		ctrllog.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	}
+	timer := time.AfterFunc(*timeout, func() { log.Printf("FAIL: run exceeded -timeout %s", *timeout); os.Exit(2) })
+	defer timer.Stop()
+	if err := run(*conc, *dur, *n, *tokens, *routes, *tenants, *writers, *chunks, *chunkDelay, *dsn, *syncPeriod,
+		*profDir, strings.Split(*modes, ","), *warm, *verbose); err != nil {
+		log.Printf("FAIL: %v", err)
+		os.Exit(1)
+	}
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, chunks int, chunkDelay time.Duration,
+	dsn string, syncPeriod time.Duration, profDir string, modes []string, warm, verbose bool) (err error) {
+	ctx := context.Background()
+	log.Printf("loadbench: %s, GOMAXPROCS %d, NumCPU %d, load average %s", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
+
+	up, err := bench.StartUpstream(bench.UpstreamOptions{Chunks: chunks, ChunkDelay: chunkDelay})
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	rp, err := bench.StartReverseProxy(up.URL)
+	if err != nil {
+		return err
+	}
+	defer rp.Close()
+
+	dir, err := bench.TempDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	begin := time.Now()
+	st, err := bench.StartStack(bench.StackOptions{DSN: dsn, Dir: dir, SyncPeriod: syncPeriod})
+	if err != nil {
+		return fmt.Errorf("start stack: %w", err)
+	}
+	defer func() {
+		if serr := st.Stop(); serr != nil && err == nil && verbose {
+			log.Printf("stop: %v", serr)
+		}
+	}()
+	ledgerName := "SQLite (" + filepath.Join(dir, "ledger.db") + ")"
+	if dsn != "" {
+		ledgerName = "PostgreSQL"
+	}
+	log.Printf("stack up in %s: gateway %s, ledger %s", time.Since(begin).Round(time.Millisecond), st.BaseURL, ledgerName)
+	seeded, err := bench.Seed(ctx, st, bench.SeedOptions{Tenants: nTenants, Tokens: nTokens, Routes: nRoutes,
+		Writers: writers, UpstreamURL: up.URL, Log: log.Printf})
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	rowsBefore, err := bench.CountUsageRows(ctx, st.DSN)
+	if err != nil {
+		return fmt.Errorf("count usage rows: %w", err)
+	}
+
+	// The same request for every target: a random key and a random model.
+	bodies := map[bool][][]byte{}
+	for _, stream := range []bool{false, true} {
+		for _, m := range seeded.Models {
+			s := ""
+			if stream {
+				s = `,"stream":true`
+			}
+			bodies[stream] = append(bodies[stream], []byte(`{"model":"`+m+
+				`","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":64`+s+`}`))
+		}
+	}
+	newReq := func(base string, stream bool) func(*rand.Rand) (*http.Request, error) {
+		url := base + "/v1/chat/completions"
+		bs := bodies[stream]
+		return func(rng *rand.Rand) (*http.Request, error) {
+			body := bs[rng.IntN(len(bs))]
+			req, err := http.NewRequest(http.MethodPost, url, bytesReader(body))
+			if err != nil {
+				return nil, err
+			}
+			req.ContentLength = int64(len(body))
+			req.Header["Content-Type"] = []string{"application/json"}
+			req.Header["Authorization"] = []string{seeded.Keys[rng.IntN(len(seeded.Keys))]}
+			return req, nil
+		}
+	}
+	clients := map[string]*http.Client{"upstream direct": bench.NewClient(), "bare ReverseProxy": bench.NewClient(), "modelgate": bench.NewClient()}
+	bases := map[string]string{"upstream direct": up.URL, "bare ReverseProxy": rp.URL, "modelgate": st.BaseURL}
+	var gatewayOK int64
+	var failed int
+
+	if warm {
+		// One request per token, in order: each token's first request takes
+		// its quota lease from the ledger (a database round trip, by design);
+		// the measured phases then see the steady state.
+		begin := time.Now()
+		var next int
+		keys := seeded.Keys
+		res := bench.Load{Concurrency: conc, Duration: 10 * time.Minute, Requests: len(keys), Client: clients["modelgate"],
+			NewRequest: func(rng *rand.Rand) (*http.Request, error) {
+				req, err := newReq(st.BaseURL, false)(rng)
+				if err == nil {
+					req.Header["Authorization"] = []string{keys[nextIndex(&next, len(keys))]}
+				}
+				return req, err
+			}}.Run(ctx)
+		gatewayOK += int64(res.OK)
+		failed += res.Failed
+		log.Printf("warm-up: %d gateway requests (one per token) in %s, %.0f req/s, %d failed %s",
+			res.OK, time.Since(begin).Round(time.Millisecond), res.RPS(), res.Failed, res.ErrorSummary())
+	}
+
+	var rows []row
+	for _, mode := range modes {
+		stream := mode == "stream"
+		for _, target := range []string{"upstream direct", "bare ReverseProxy", "modelgate"} {
+			l := bench.Load{Concurrency: conc, Duration: dur, Requests: n, Client: clients[target],
+				NewRequest: newReq(bases[target], stream), Stream: stream}
+			// A short unmeasured run first: connections open, caches warm.
+			l2 := l
+			l2.Duration, l2.Requests = time.Second, 0
+			wr := l2.Run(ctx)
+			if target == "modelgate" {
+				gatewayOK += int64(wr.OK)
+			}
+			failed += wr.Failed
+			var stop func()
+			if profDir != "" && target == "modelgate" {
+				if stop, err = startProfile(profDir, mode); err != nil {
+					return err
+				}
+			}
+			la := loadavg()
+			r := l.Run(ctx)
+			if stop != nil {
+				stop()
+			}
+			if target == "modelgate" {
+				gatewayOK += int64(r.OK)
+			}
+			failed += r.Failed
+			log.Printf("%-17s %-6s %8.0f req/s  p50 %-9s p99 %-9s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
+				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), r.OK, r.Failed, la, r.ErrorSummary())
+			rows = append(rows, row{target, mode, r})
+		}
+	}
+
+	// Every successful gateway request must have left exactly one usage row.
+	var got int64
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := bench.CountUsageRows(ctx, st.DSN)
+		if err != nil {
+			return fmt.Errorf("count usage rows: %w", err)
+		}
+		got = c - rowsBefore
+		if got >= gatewayOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	fmt.Println()
+	fmt.Printf("modelgate loadbench — %s, %d concurrent clients, %s per phase, %d tokens, %d routes, %d stream chunks, ledger %s, load average now %s\n\n",
+		time.Now().Format("2006-01-02 15:04 MST"), conc, dur, nTokens, nRoutes, chunks, strings.SplitN(ledgerName, " ", 2)[0], loadavg())
+	fmt.Println("| target | mode | req/s | p50 | p99 | added p50 | added p99 | % of bare proxy req/s |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
+	find := func(target, mode string) bench.Result {
+		for _, r := range rows {
+			if r.target == target && r.mode == mode {
+				return r.r
+			}
+		}
+		return bench.Result{}
+	}
+	for _, r := range rows {
+		add50, add99, pct := "", "", ""
+		if r.target == "modelgate" {
+			d, p := find("upstream direct", r.mode), find("bare ReverseProxy", r.mode)
+			add50 = ms(r.r.Pct(50) - d.Pct(50))
+			add99 = ms(r.r.Pct(99) - d.Pct(99))
+			pct = fmt.Sprintf("%.0f%%", 100*r.r.RPS()/p.RPS())
+		}
+		fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %s | %s |\n", r.target, r.mode, r.r.RPS(), ms(r.r.Pct(50)), ms(r.r.Pct(99)), add50, add99, pct)
+	}
+	fmt.Printf("\nusage rows: %d successful gateway requests (warm-up included), %d new usage rows in the ledger", gatewayOK, got)
+	switch {
+	case got == gatewayOK:
+		fmt.Println(" — none dropped")
+	default:
+		fmt.Println(" — MISMATCH")
+	}
+	if got != gatewayOK {
+		return fmt.Errorf("%d successful gateway requests but %d usage rows", gatewayOK, got)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d requests failed", failed)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// nextIndex hands out 0..n-1 in order to concurrent workers.
+func nextIndex(p *int, n int) int {
+	mu.Lock()
+	defer mu.Unlock()
+	i := *p % n
+	*p++
+	return i
+}
+
+func startProfile(dir, mode string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "gateway-"+mode+".pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		log.Printf("CPU profile (whole process: gateway, load generator, fake upstream, controllers) written to %s", path)
+	}, nil
+}
