@@ -36,6 +36,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
+	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -205,6 +206,7 @@ func runManager(ctx context.Context, args []string) error {
 	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider, Blobs: blobs}); err != nil {
 		return err
 	}
+	metrics.RegisterTaskPhases(mgr.GetCache())
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -371,6 +373,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	metrics.RegisterTaskPhases(mgr.GetCache())
 	// One blob store for the controllers (they write generated media) and
 	// the gateway (it serves and signs the links).
 	opts := g.options(*sysNS, dataDir)

@@ -71,6 +71,19 @@ func TestRequestsAreMeasured(t *testing.T) {
 	g.Expect(metricValue(t, "modelgate_tokens_total", map[string]string{"model": model, "kind": "output"})).To(Equal(9.0))
 	g.Expect(metricValue(t, "modelgate_quota_charged_total", map[string]string{"model": model})).To(BeNumerically(">", 0))
 
+	// Task phases are exported from the cache (every phase, zero included).
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	var phases []string
+	for _, f := range families {
+		if f.GetName() == "modelgate_generation_tasks" {
+			for _, m := range f.GetMetric() {
+				phases = append(phases, m.GetLabel()[0].GetValue())
+			}
+		}
+	}
+	g.Expect(phases).To(ContainElements("queued", "in_progress", "completed", "failed"))
+
 	// A model nobody offers is counted without its name as a label.
 	_, _ = c.Messages.New(context.Background(), anthropic.MessageNewParams{
 		Model: "made-up-model", MaxTokens: 10,

@@ -21,6 +21,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/wire"
@@ -98,6 +99,7 @@ func (s *Stack) start(o StackOptions) error {
 		return err
 	}
 	s.Cache = mgr.GetCache()
+	metrics.RegisterTaskPhases(s.Cache)
 	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
