@@ -159,7 +159,33 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 	if err != nil {
 		return fail(&UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream sent an unreadable response", Err: err})
 	}
+	if !res.UsageReported {
+		res.Usage = estimateUsage(up, raw, res.Usage)
+	}
 	return res, nil
+}
+
+// estimateUsage stands in for the usage of a complete answer that reported
+// none: output tokens estimated from the size of the answer's text and tool
+// arguments (about 4 bytes a token, as Stream.Usage does for streams), so
+// that an upstream that omits usage is not served free.
+func estimateUsage(up Protocol, raw []byte, u Usage) Usage {
+	u.ReportedTotalTokens = nil
+	if u.OutputTokens > 0 {
+		return u
+	}
+	if r, err := translate.DecodeResponse(up, raw); err == nil {
+		u.OutputTokens = estimateOutput(r)
+	}
+	return u
+}
+
+func estimateOutput(r *translate.Response) int64 {
+	var n int64
+	for _, p := range r.Parts {
+		n += int64(len(p.Text) + len(p.Arguments))
+	}
+	return (n + 3) / 4
 }
 
 func transportErrOr(err error, f func(error) error) error {
@@ -329,6 +355,10 @@ func streamFromBody(raw []byte, up, client Protocol, model string, includeUsage 
 	r, err := translate.DecodeResponse(up, raw)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := translate.ResponseUsage(up, raw); !ok && r.Usage.OutputTokens == 0 {
+		// The replayed stream reports r.Usage: an estimate rather than zero.
+		r.Usage.OutputTokens = estimateOutput(r)
 	}
 	var buf bytes.Buffer
 	enc := translate.NewStreamEncoder(up, model, true)

@@ -1,0 +1,556 @@
+// Package fakeupstream provides HTTP servers that answer like the public
+// Anthropic Messages API and the OpenAI Chat Completions and Responses APIs,
+// for tests that drive the gateway against "real" upstreams over the
+// network.
+//
+// A Server checks the credential and version headers the public APIs
+// require, validates the few request fields they reject most often, answers
+// from a script of Replies (text, a tool call, stop reason, usage) in JSON or
+// as a server-sent event stream with the exact event sequence of the public
+// API, can be told to fail (an error status with the API's error body, a
+// connection reset, a hang until the caller gives up, a stream that dies
+// after N events), and records every request it received so that tests can
+// assert what the gateway sent.
+package fakeupstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultKey is the credential a new Server accepts.
+const DefaultKey = "sk-fake-upstream-credential-0123456789"
+
+// Usage is the token accounting a Reply reports. Cache fields that are nil
+// are left out of the wire format (an upstream that does not report them).
+type Usage struct {
+	// InputTokens are input tokens neither read from nor written to a
+	// cache (Anthropic's input_tokens). OpenAI formats report
+	// InputTokens + CacheRead as prompt/input tokens.
+	InputTokens  int64
+	OutputTokens int64
+	// CacheRead is Anthropic's cache_read_input_tokens and OpenAI's
+	// prompt_tokens_details.cached_tokens / input_tokens_details.cached_tokens.
+	CacheRead *int64
+	// CacheWrite is Anthropic's cache_creation_input_tokens; OpenAI formats
+	// have no equivalent and ignore it.
+	CacheWrite *int64
+	// ReasoningTokens are reported by the OpenAI formats (inside
+	// OutputTokens).
+	ReasoningTokens int64
+}
+
+// Int64 returns a pointer to n, for the Usage cache fields.
+func Int64(n int64) *int64 { return &n }
+
+// ToolCall is a function call the upstream answers with.
+type ToolCall struct {
+	// ID is the call's ID (toolu_… for Anthropic, call_… for OpenAI);
+	// empty: one is generated.
+	ID string
+	// Name is the tool's name.
+	Name string
+	// Arguments is the JSON object of arguments.
+	Arguments string
+}
+
+// Reply scripts one answer of a Server.
+type Reply struct {
+	// Text is the answer's text (may be empty when ToolCall is set).
+	Text string
+	// ToolCall, when set, follows the text.
+	ToolCall *ToolCall
+	// StopReason in Anthropic's terms: end_turn (default; tool_use when
+	// ToolCall is set), max_tokens, stop_sequence. Mapped to OpenAI's
+	// finish_reason / status for the OpenAI formats.
+	StopReason string
+	// Usage reported; the zero value reports 10 input tokens and one
+	// output token per word of Text (at least 1).
+	Usage Usage
+
+	// Status, when non-zero, answers with that HTTP status and the API's
+	// error body (ErrorType, ErrorMessage; defaults by status).
+	Status       int
+	ErrorType    string
+	ErrorMessage string
+	// Reset closes the connection without any response.
+	Reset bool
+	// Hang holds the request until the client gives up (or the server is
+	// closed), without sending anything.
+	Hang bool
+	// Delay waits before answering (an upstream slower than a timeout).
+	Delay time.Duration
+	// CutAfter, for a stream, closes the connection abruptly after that
+	// many events were sent and flushed (0: the stream completes).
+	CutAfter int
+	// StallAfter, for a stream, stops sending after that many events and
+	// holds the connection open until the client gives up (with Stall set;
+	// StallAfter 0 then sends the headers and nothing else).
+	StallAfter int
+	Stall      bool
+	// ErrorEventAfter, for a stream, sends the API's error event (with
+	// ErrorType, default overloaded_error / server_error, and ErrorMessage)
+	// after that many events and ends the stream, as the APIs do for an
+	// overload mid-stream; with ErrorEvent set, 0 sends it first.
+	ErrorEventAfter int
+	ErrorEvent      bool
+	// Gap paces a stream: the wait after each event.
+	Gap time.Duration
+	// NoUsage leaves usage out of the answer (a chat stream without the
+	// usage chunk even when include_usage was asked for; JSON without usage).
+	NoUsage bool
+	// IgnoreStream answers a stream request with a complete JSON body.
+	IgnoreStream bool
+}
+
+// Request is one request a Server received.
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+	// Rejected is set when the server answered with an error of its own
+	// (authentication or validation), not from the script.
+	Rejected bool
+}
+
+// JSON decodes the body into a generic map (nil if it is not an object).
+func (r Request) JSON() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(r.Body, &m)
+	return m
+}
+
+// Model is the body's model field.
+func (r Request) Model() string {
+	s, _ := r.JSON()["model"].(string)
+	return s
+}
+
+// Stream is the body's stream flag.
+func (r Request) Stream() bool {
+	b, _ := r.JSON()["stream"].(bool)
+	return b
+}
+
+type kind int
+
+const (
+	kindAnthropic kind = iota
+	kindOpenAI
+)
+
+// Server is a fake upstream API on a loopback port. Its methods are safe
+// for concurrent use.
+type Server struct {
+	*httptest.Server
+	kind kind
+
+	mu       sync.Mutex
+	key      string
+	script   []Reply
+	def      Reply
+	handler  func(Request) Reply
+	reqs     []Request
+	stop     chan struct{}
+	stopOnce sync.Once
+	seq      int
+}
+
+// NewAnthropic starts a fake of the Anthropic Messages API
+// (POST /v1/messages). It requires x-api-key = Key() and an
+// anthropic-version header.
+func NewAnthropic() *Server { return newServer(kindAnthropic) }
+
+// NewOpenAI starts a fake of the OpenAI API (POST /v1/chat/completions and
+// POST /v1/responses). It requires Authorization: Bearer Key().
+func NewOpenAI() *Server { return newServer(kindOpenAI) }
+
+func newServer(k kind) *Server {
+	s := &Server{kind: k, key: DefaultKey, stop: make(chan struct{}),
+		def: Reply{Text: "Hello from the fake upstream."}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Close releases hanging requests and shuts the server down.
+func (s *Server) Close() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.Server.CloseClientConnections()
+	s.Server.Close()
+}
+
+// Key is the credential the server accepts.
+func (s *Server) Key() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.key
+}
+
+// SetKey changes the accepted credential.
+func (s *Server) SetKey(k string) {
+	s.mu.Lock()
+	s.key = k
+	s.mu.Unlock()
+}
+
+// Enqueue appends replies to the script; each request consumes the first.
+func (s *Server) Enqueue(r ...Reply) {
+	s.mu.Lock()
+	s.script = append(s.script, r...)
+	s.mu.Unlock()
+}
+
+// SetDefault sets the reply used when the script is empty.
+func (s *Server) SetDefault(r Reply) {
+	s.mu.Lock()
+	s.def = r
+	s.mu.Unlock()
+}
+
+// Handle makes f choose the reply when the script is empty (instead of the
+// default reply).
+func (s *Server) Handle(f func(Request) Reply) {
+	s.mu.Lock()
+	s.handler = f
+	s.mu.Unlock()
+}
+
+// Requests returns copies of the requests received so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.reqs))
+	for i, r := range s.reqs {
+		out[i] = Request{Method: r.Method, Path: r.Path, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected}
+	}
+	return out
+}
+
+// Count is the number of requests received.
+func (s *Server) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reqs)
+}
+
+// Last is the latest request; it panics when there is none.
+func (s *Server) Last() Request {
+	r := s.Requests()
+	return r[len(r)-1]
+}
+
+// Reset forgets the recorded requests and the script.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.reqs, s.script = nil, nil
+	s.mu.Unlock()
+}
+
+// RefusedURL returns an http URL on which nothing listens: a connection to
+// it is refused.
+func RefusedURL() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return "http://" + addr
+}
+
+func (s *Server) record(r *http.Request, body []byte) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	return len(s.reqs) - 1
+}
+
+func (s *Server) reject(i int) {
+	s.mu.Lock()
+	s.reqs[i].Rejected = true
+	s.mu.Unlock()
+}
+
+func (s *Server) next(req Request) Reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	if len(s.script) > 0 {
+		r := s.script[0]
+		s.script = s.script[1:]
+		return r
+	}
+	if s.handler != nil {
+		h := s.handler
+		s.mu.Unlock()
+		r := h(req)
+		s.mu.Lock()
+		return r
+	}
+	return s.def
+}
+
+func (s *Server) id(prefix string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	return fmt.Sprintf("%s%024d", prefix, s.seq)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(errDone); !ok {
+				panic(v)
+			}
+		}
+	}()
+	body, _ := io.ReadAll(r.Body)
+	i := s.record(r, body)
+	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header, Body: body}
+	var ok bool
+	switch s.kind {
+	case kindAnthropic:
+		ok = s.checkAnthropic(w, r, body)
+	default:
+		ok = s.checkOpenAI(w, r, body)
+	}
+	if !ok {
+		s.reject(i)
+		return
+	}
+	reply := s.next(req)
+	if reply.Delay > 0 {
+		select {
+		case <-time.After(reply.Delay):
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		}
+	}
+	switch {
+	case reply.Hang:
+		select {
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
+		return
+	case reply.Reset:
+		panic(http.ErrAbortHandler) // closes the connection without a response
+	case reply.Status != 0:
+		s.writeError(w, reply.Status, reply.ErrorType, reply.ErrorMessage)
+		return
+	}
+	stream := req.Stream() && !reply.IgnoreStream
+	switch {
+	case s.kind == kindAnthropic:
+		s.anthropicReply(w, r, req, reply, stream)
+	case r.URL.Path == "/v1/responses":
+		s.responsesReply(w, r, req, reply, stream)
+	default:
+		s.chatReply(w, r, req, reply, stream)
+	}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, status int, typ, msg string) {
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	if s.kind == kindAnthropic {
+		if typ == "" {
+			typ = anthropicErrorType(status)
+		}
+		w.Header().Set("request-id", s.id("req_"))
+		writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+		return
+	}
+	if typ == "" {
+		typ = openAIErrorType(status)
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+}
+
+func anthropicErrorType(status int) string {
+	switch status {
+	case 400, 422:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 504:
+		return "timeout_error"
+	case 529, 503:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+func openAIErrorType(status int) string {
+	switch {
+	case status == 401:
+		return "invalid_request_error"
+	case status == 429:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// sseWriter writes events one by one, flushing each, and carries out the
+// reply's stream failure (cut, stall, error event) at its point.
+type sseWriter struct {
+	srv   *Server
+	w     http.ResponseWriter
+	r     *http.Request
+	reply Reply
+	n     int
+	done  bool
+}
+
+// errDone ends a handler after a stream failure was carried out.
+type errDone struct{}
+
+func (s *Server) startSSE(w http.ResponseWriter, r *http.Request, reply Reply) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	http.NewResponseController(w).Flush()
+	sw := &sseWriter{srv: s, w: w, r: r, reply: reply}
+	sw.failure()
+	return sw
+}
+
+// failure carries out the reply's stream failure when its point is reached.
+func (s *sseWriter) failure() {
+	r := s.reply
+	switch {
+	case r.CutAfter > 0 && s.n >= r.CutAfter:
+		panic(http.ErrAbortHandler) // the connection dies mid-stream
+	case r.Stall && s.n >= r.StallAfter:
+		select {
+		case <-s.r.Context().Done():
+		case <-s.srv.stop:
+		}
+		panic(errDone{})
+	case r.ErrorEvent && s.n >= r.ErrorEventAfter:
+		msg := r.ErrorMessage
+		if msg == "" {
+			msg = "Overloaded"
+		}
+		typ := r.ErrorType
+		if s.srv.kind == kindAnthropic {
+			if typ == "" {
+				typ = "overloaded_error"
+			}
+			s.write("error", map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+		} else if s.r.URL.Path == "/v1/responses" {
+			if typ == "" {
+				typ = "server_error"
+			}
+			s.write("error", map[string]any{"type": "error", "code": typ, "message": msg, "param": nil, "sequence_number": s.n})
+		} else {
+			if typ == "" {
+				typ = "server_error"
+			}
+			s.write("", map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+		}
+		panic(errDone{})
+	}
+}
+
+// event writes one event; name may be empty (OpenAI chat chunks).
+func (s *sseWriter) event(name string, data any) {
+	s.write(name, data)
+	s.n++
+	if s.reply.Gap > 0 {
+		select {
+		case <-time.After(s.reply.Gap):
+		case <-s.r.Context().Done():
+			panic(errDone{})
+		case <-s.srv.stop:
+			panic(errDone{})
+		}
+	}
+	s.failure()
+}
+
+func (s *sseWriter) write(name string, data any) {
+	var b []byte
+	switch d := data.(type) {
+	case string:
+		b = []byte(d)
+	default:
+		b, _ = json.Marshal(d)
+	}
+	var buf bytes.Buffer
+	if name != "" {
+		buf.WriteString("event: " + name + "\n")
+	}
+	buf.WriteString("data: ")
+	buf.Write(b)
+	buf.WriteString("\n\n")
+	_, _ = s.w.Write(buf.Bytes())
+	http.NewResponseController(s.w).Flush()
+}
+
+// chunks splits text the way a model streams it: word by word, spaces kept.
+func chunks(text string) []string {
+	if text == "" {
+		return nil
+	}
+	return strings.SplitAfter(text, " ")
+}
+
+func (r Reply) usage() Usage {
+	u := r.Usage
+	if u.InputTokens == 0 && u.OutputTokens == 0 && u.CacheRead == nil && u.CacheWrite == nil {
+		u.InputTokens = 10
+		u.OutputTokens = int64(max(1, len(strings.Fields(r.Text))))
+	}
+	return u
+}
+
+func (r Reply) stopReason() string {
+	if r.StopReason != "" {
+		return r.StopReason
+	}
+	if r.ToolCall != nil {
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
