@@ -42,7 +42,9 @@ type Router struct {
 // namespace wins over the platform's. nil means the model is not offered.
 func (r *Router) Route(ctx context.Context, tenantNamespace, model string) (*v1.ModelRoute, error) {
 	list := &v1.ModelRouteList{}
-	if err := r.Cache.List(ctx, list, client.MatchingFields{index.RouteModel: model}); err != nil {
+	// The routes are the cache's own objects (no copy on the hot path):
+	// nothing below modifies them.
+	if err := r.Cache.List(ctx, list, client.MatchingFields{index.RouteModel: model}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list routes of %s: %w", model, err)
 	}
 	var platform *v1.ModelRoute
