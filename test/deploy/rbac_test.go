@@ -25,7 +25,8 @@ import (
 )
 
 // installChartRBAC creates the chart's ServiceAccounts, Roles, ClusterRoles
-// and bindings for real (default values, release namespace modelgate-system).
+// and bindings for real (default values, release namespace modelgate-system)
+// for the duration of one test.
 func installChartRBAC(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -36,6 +37,9 @@ func installChartRBAC(t *testing.T) {
 			if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
 			}
+			// Removed again afterwards: objects that Helm does not own
+			// would make the chart's install test refuse to adopt them.
+			t.Cleanup(func() { _ = client.IgnoreNotFound(k8s.Delete(context.Background(), o)) })
 			n++
 		}
 	}

@@ -453,7 +453,18 @@ func (s *sseWriter) failure() {
 	r := s.reply
 	switch {
 	case r.CutAfter > 0 && s.n >= r.CutAfter:
-		panic(http.ErrAbortHandler) // the connection dies mid-stream
+		// The connection dies mid-stream: everything written so far is
+		// flushed and the connection closed (FIN) without ending the chunked
+		// body. Aborting the handler instead could reset the connection,
+		// and a reset lets the peer's kernel discard data it already
+		// received, which makes "what was sent before the cut" a race.
+		rc := http.NewResponseController(s.w)
+		_ = rc.Flush()
+		if conn, _, err := rc.Hijack(); err == nil {
+			_ = conn.Close()
+			panic(errDone{})
+		}
+		panic(http.ErrAbortHandler)
 	case r.Stall && s.n >= r.StallAfter:
 		select {
 		case <-s.r.Context().Done():
