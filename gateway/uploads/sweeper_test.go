@@ -48,7 +48,14 @@ func TestSweeperDeletesExpiredUploadsAndTheirBlobs(t *testing.T) {
 			}
 			g.Expect(err).NotTo(HaveOccurred())
 			rd, err := blobs.Open(ctx, "uploads/1/image/"+id+".png")
-			g.Expect(err).NotTo(HaveOccurred(), "the blob of a live upload stays")
+			if err != nil {
+				// The sweeper deletes the blob, then the record: while it
+				// runs on its ticker this state is seen in passing. A live
+				// upload without its blob would stay like this and fail the
+				// comparisons below.
+				out = append(out, id+" (blob missing)")
+				continue
+			}
 			_ = rd.Close()
 			out = append(out, id)
 		}
