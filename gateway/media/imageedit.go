@@ -16,23 +16,11 @@ const (
 var imageEditSizes = append([]string{SizeMatchInputImage}, ratiosExtended...)
 
 func validateImageEdit(_ context.Context, body fields, _ Options) (*Normalized, *ValidationError) {
-	req := map[string]any{}
-	model, err := body.model(req)
+	// n is not a field of this family (one image per request); a value
+	// other than 1 is rejected rather than silently ignored.
+	req, model, err := oneImagePrologue(body)
 	if err != nil {
 		return nil, err
-	}
-	prompt, err := body.requiredPrompt(0)
-	if err != nil {
-		return nil, err
-	}
-	req["prompt"] = prompt
-
-	// n is not a field of this family: one image per request. A value other
-	// than 1 is rejected rather than silently ignored.
-	if v, ok, err := body.integer("n"); err != nil {
-		return nil, err
-	} else if ok && v != 1 {
-		return nil, invalid("n", "n must be 1 for this model: one image is generated per request (got %d)", v)
 	}
 
 	urls, err := body.imageURLs("image_urls", ImageEditMaxRefs)

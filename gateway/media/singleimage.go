@@ -70,22 +70,30 @@ func parseSide(s string) (int, bool) {
 	return v, err == nil && v > 0
 }
 
-func validateSingleImage(_ context.Context, body fields, _ Options) (*Normalized, *ValidationError) {
-	req := map[string]any{}
-	model, err := body.model(req)
-	if err != nil {
-		return nil, err
+// oneImagePrologue reads what the single-output families share: the model,
+// a required prompt, and n, which may only be 1.
+func oneImagePrologue(body fields) (req map[string]any, model string, err *ValidationError) {
+	req = map[string]any{}
+	if model, err = body.model(req); err != nil {
+		return nil, "", err
 	}
 	prompt, err := body.requiredPrompt(0)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	req["prompt"] = prompt
-
 	if v, ok, err := body.integer("n"); err != nil {
-		return nil, err
+		return nil, "", err
 	} else if ok && v != 1 {
-		return nil, invalid("n", "n must be 1 for this model: exactly one image is generated per request (got %d)", v)
+		return nil, "", invalid("n", "n must be 1 for this model: exactly one image is generated per request (got %d)", v)
+	}
+	return req, model, nil
+}
+
+func validateSingleImage(_ context.Context, body fields, _ Options) (*Normalized, *ValidationError) {
+	req, model, err := oneImagePrologue(body)
+	if err != nil {
+		return nil, err
 	}
 	req["n"] = 1
 
