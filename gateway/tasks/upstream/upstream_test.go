@@ -1,0 +1,107 @@
+package upstream_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0},
+		{"7", 7 * time.Second},
+		{" 2 ", 2 * time.Second},
+		{"0", 0},
+		{"-3", 0},
+		{"soon", 0},
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{"86400", upstream.MaxRetryAfter},
+	} {
+		if got := upstream.ParseRetryAfter(c.in, now); got != c.want {
+			t.Errorf("ParseRetryAfter(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+func TestStatusErrorClasses(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		status int
+		submit bool
+		want   upstream.Class
+		retry  bool
+	}{
+		{500, true, upstream.Failover, true},
+		{503, true, upstream.Failover, true},
+		{429, true, upstream.Failover, true},
+		{408, true, upstream.Failover, true},
+		{401, true, upstream.Failover, false},
+		{403, true, upstream.Failover, false},
+		{400, true, upstream.Permanent, false},
+		{422, true, upstream.Permanent, false},
+		{500, false, upstream.Transient, true},
+		{429, false, upstream.Transient, true},
+		{404, false, upstream.Permanent, false},
+		{400, false, upstream.Permanent, false},
+	} {
+		x := &upstream.Exchange{Status: c.status, Header: http.Header{"Retry-After": {"3"}},
+			Body: []byte(`{"error":{"code":1,"message":"upstream says no","type":"x"}}`)}
+		e := upstream.StatusError(x, c.submit, now)
+		if e.Class != c.want || e.Retry != c.retry {
+			t.Errorf("status %d submit=%v: class %s retry %v, want %s %v", c.status, c.submit, e.Class, e.Retry, c.want, c.retry)
+		}
+		if e.RetryAfter != 3*time.Second {
+			t.Errorf("status %d: RetryAfter %s", c.status, e.RetryAfter)
+		}
+		if c.status == 400 && e.Message != "upstream says no" {
+			t.Errorf("message %q", e.Message)
+		}
+	}
+}
+
+func TestErrorMessageShapes(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"error":{"message":"a","type":"invalid_request_error","param":null,"code":null}}`: "a",
+		`{"error":{"code":400,"message":"b","type":"invalid_request"}}`:                     "b",
+		`{"error":"c"}`:                       "c",
+		`{"success":false,"message":"d"}`:     "d",
+		`not json`:                            "",
+		`{"error":{"code":"x"},"message":""}`: "",
+	} {
+		if got := upstream.ErrorMessage([]byte(body)); got != want {
+			t.Errorf("ErrorMessage(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+func TestAsErrorKeepsClassAndClassifiesOthers(t *testing.T) {
+	e := &upstream.Error{Class: upstream.Failover, Message: "m"}
+	if got := upstream.AsError(errors.Join(errors.New("wrapped"), e)); got != e {
+		t.Fatalf("AsError lost the *Error: %v", got)
+	}
+	if got := upstream.AsError(errors.New("odd")); got.Class != upstream.Permanent {
+		t.Fatalf("an unknown error is %s", got.Class)
+	}
+}
+
+func TestEndpoint(t *testing.T) {
+	for base, want := range map[string]string{
+		"https://up.example":      "https://up.example/v1/images/generations",
+		"https://up.example/":     "https://up.example/v1/images/generations",
+		"https://up.example/v1":   "https://up.example/v1/images/generations",
+		"https://up.example/v1/":  "https://up.example/v1/images/generations",
+		"https://up.example/api/": "https://up.example/api/v1/images/generations",
+	} {
+		if got := upstream.Endpoint(base, "/v1/images/generations"); got != want {
+			t.Errorf("Endpoint(%q) = %q, want %q", base, got, want)
+		}
+	}
+}
