@@ -40,6 +40,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks/upstream"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
 
@@ -264,9 +265,13 @@ func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}}
 }
 
-// knownProvider reports whether a provider adapter is compiled in.
+// knownProvider reports whether a provider adapter is compiled in: a text
+// provider or an asynchronous media adapter (gateway/tasks/upstream).
 func knownProvider(name string) bool {
-	_, ok := providers.Get(name)
+	if _, ok := providers.Get(name); ok {
+		return true
+	}
+	_, ok := upstream.Get(name)
 	return ok
 }
 

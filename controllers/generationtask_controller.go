@@ -130,8 +130,7 @@ func (r *GenerationTaskReconciler) reconcile(ctx context.Context, t *v1.Generati
 		return ctrl.Result{}, r.fail(ctx, t, now, "no backend of the model is available for this task")
 	}
 	if backend.Provider != tasks.SimulatedProvider {
-		return ctrl.Result{}, r.fail(ctx, t, now,
-			fmt.Sprintf("provider %q has no asynchronous media adapter in this release", backend.Provider))
+		return r.runUpstream(ctx, t, sub, route, backend, now)
 	}
 	return r.simulate(ctx, t, sub, route, backend, now)
 }
