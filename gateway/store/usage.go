@@ -3,10 +3,13 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelgate/modelgate/gateway/billing"
 )
@@ -148,15 +151,21 @@ type chargeKey struct{ leaseID, tokenID, userID int64 }
 
 // applyCharges accounts the quota of newly inserted lease-path rows. Row
 // locks are taken tokens → tenants → leases, each in ID order, the same
-// order as every other quota transaction.
+// order as every other quota transaction (a lease row is only written under
+// its token's lock, so the order among leases does not matter). Each table
+// is updated with one statement per chunk of rows, not one per row.
 func (s *Store) applyCharges(ctx context.Context, tx *sql.Tx, rows []UsageRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	sums := map[chargeKey]int64{}
+	draws := map[leaseKey]int64{}
 	var tokenIDs, userIDs []int64
 	for _, r := range rows {
 		sums[chargeKey{r.Charge.LeaseID, r.TokenID, r.UserID}] += int64(r.Quota)
+		if r.Charge.LeaseID != 0 {
+			draws[leaseKey{r.Charge.LeaseID, r.TokenID}] += int64(r.Quota)
+		}
 		tokenIDs = append(tokenIDs, r.TokenID)
 		userIDs = append(userIDs, r.UserID)
 	}
@@ -168,22 +177,16 @@ func (s *Store) applyCharges(ctx context.Context, tx *sql.Tx, rows []UsageRow) e
 	if err != nil {
 		return err
 	}
-	keys := make([]chargeKey, 0, len(sums))
-	for k := range sums {
-		keys = append(keys, k)
+	drawn, err := s.drawLeases(ctx, tx, draws)
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(keys, func(a, b chargeKey) int { return int(a.leaseID - b.leaseID) })
 	tokRemain, tokUsed := map[int64]int64{}, map[int64]int64{}
 	tenRemain, tenUsed := map[int64]int64{}, map[int64]int64{}
-	for _, k := range keys {
-		q := sums[k]
-		fromLease, err := s.drawLease(ctx, tx, k, q)
-		if err != nil {
-			return err
-		}
+	for k, q := range sums {
 		tokUsed[k.tokenID] += q
 		tenUsed[k.userID] += q
-		if fromLease {
+		if drawn[leaseKey{k.leaseID, k.tokenID}] {
 			continue
 		}
 		// No lease (unbounded path, or the lease was returned or swept
@@ -198,17 +201,62 @@ func (s *Store) applyCharges(ctx context.Context, tx *sql.Tx, rows []UsageRow) e
 	return s.addBalances(ctx, tx, tokRemain, tokUsed, tenRemain, tenUsed)
 }
 
-// drawLease takes q from the lease of k, if it still exists.
-func (s *Store) drawLease(ctx context.Context, tx *sql.Tx, k chargeKey, q int64) (bool, error) {
-	if k.leaseID == 0 {
-		return false, nil
+// leaseKey is a lease and the token it must belong to.
+type leaseKey struct{ leaseID, tokenID int64 }
+
+// drawLeases takes each sum from its lease, if the lease still exists, and
+// returns the leases it drew from.
+func (s *Store) drawLeases(ctx context.Context, tx *sql.Tx, draws map[leaseKey]int64) (map[leaseKey]bool, error) {
+	keys := make([]leaseKey, 0, len(draws))
+	for k := range draws {
+		keys = append(keys, k)
 	}
-	res, err := tx.ExecContext(ctx, s.q(`UPDATE leases SET remaining = remaining - ? WHERE lease_id = ? AND token_id = ?`), q, k.leaseID, k.tokenID)
-	if err != nil {
-		return false, fmt.Errorf("charge lease %d: %w", k.leaseID, err)
+	slices.SortFunc(keys, func(a, b leaseKey) int { return cmp.Compare(a.leaseID, b.leaseID) })
+	drawn := make(map[leaseKey]bool, len(keys))
+	for chunk := range slices.Chunk(keys, usageChunk) {
+		args := make([]any, 0, 3*len(chunk))
+		for _, k := range chunk {
+			args = append(args, k.leaseID, k.tokenID, draws[k])
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`WITH v (lease_id, token_id, q) AS (VALUES `+valuesList(len(chunk), 3)+`)
+			UPDATE leases SET remaining = leases.remaining - v.q FROM v
+			WHERE leases.lease_id = v.lease_id AND leases.token_id = v.token_id
+			RETURNING leases.lease_id, leases.token_id`), args...)
+		if err != nil {
+			return nil, fmt.Errorf("charge leases: %w", err)
+		}
+		for rows.Next() {
+			var k leaseKey
+			if err := rows.Scan(&k.leaseID, &k.tokenID); err != nil {
+				_ = rows.Close()
+				return nil, fmt.Errorf("charge leases: %w", err)
+			}
+			drawn[k] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("charge leases: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("charge leases: %w", err)
+		}
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return drawn, nil
+}
+
+// valuesList is the body of a VALUES list of n rows of cols BIGINT
+// parameters: "(CAST(? AS BIGINT), …), (…)". The casts type the parameters
+// for PostgreSQL.
+func valuesList(n, cols int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("CAST(? AS BIGINT),", cols), ",") + ")"
+	var b strings.Builder
+	b.Grow(n * (len(row) + 1))
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	return b.String()
 }
 
 // lockFlags locks the rows of table with the given IDs (in ID order) and
@@ -238,16 +286,28 @@ func (s *Store) lockFlags(ctx context.Context, tx *sql.Tx, table, idCol string, 
 	return flags, rows.Err()
 }
 
+// addBalances adds the remain and used deltas to tokens and tenants, one
+// statement per table and chunk, in ID order.
 func (s *Store) addBalances(ctx context.Context, tx *sql.Tx, tokRemain, tokUsed, tenRemain, tenUsed map[int64]int64) error {
-	for _, id := range sortedKeys(tokUsed) {
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE tokens SET remain_quota = remain_quota + ?, used_quota = used_quota + ? WHERE token_id = ?`),
-			tokRemain[id], tokUsed[id], id); err != nil {
-			return fmt.Errorf("charge token %d: %w", id, err)
-		}
+	if err := s.addDeltas(ctx, tx, "tokens", "token_id", tokRemain, tokUsed); err != nil {
+		return err
 	}
-	for _, id := range sortedKeys(tenUsed) {
-		if err := s.addTenant(ctx, tx, id, tenRemain[id], tenUsed[id]); err != nil {
-			return err
+	return s.addDeltas(ctx, tx, "tenants", "user_id", tenRemain, tenUsed)
+}
+
+// addDeltas runs remain_quota += remain[id], used_quota += used[id] on the
+// rows of table whose idCol is a key of used.
+func (s *Store) addDeltas(ctx context.Context, tx *sql.Tx, table, idCol string, remain, used map[int64]int64) error {
+	for chunk := range slices.Chunk(sortedKeys(used), usageChunk) {
+		args := make([]any, 0, 3*len(chunk))
+		for _, id := range chunk {
+			args = append(args, id, remain[id], used[id])
+		}
+		_, err := tx.ExecContext(ctx, s.q(`WITH v (id, dr, du) AS (VALUES `+valuesList(len(chunk), 3)+`)
+			UPDATE `+table+` SET remain_quota = `+table+`.remain_quota + v.dr, used_quota = `+table+`.used_quota + v.du
+			FROM v WHERE `+table+`.`+idCol+` = v.id`), args...)
+		if err != nil {
+			return fmt.Errorf("charge %s: %w", table, err)
 		}
 	}
 	return nil
@@ -328,4 +388,20 @@ func hourFloor(t int64) int64 {
 		h -= 3600
 	}
 	return h
+}
+
+// NewRequestID returns a new request ID: "req_" and 24 hex digits, the
+// first 12 the Unix time in milliseconds, the rest 6 random bytes. IDs made
+// later sort later, so the unique index on usage_logs.request_id grows at
+// its end (a few pages per batch) instead of at random places (one page per
+// row), which is most of the cost of writing usage rows.
+func NewRequestID() string {
+	var b [12]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
+	return "req_" + hex.EncodeToString(b[:])
 }
