@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -63,11 +61,8 @@ type Text struct {
 	p textProtocol
 }
 
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
-}
+// newRequestID makes a request ID (time-ordered: see store.NewRequestID).
+func newRequestID() string { return store.NewRequestID() }
 
 // ServeHTTP runs the pipeline.
 func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -322,8 +317,11 @@ func (t *Text) backend(ctx context.Context, c routing.Candidate) (providers.Back
 	return b, nil
 }
 
-// pump copies stream events to the client, flushing each. It returns false
-// when the stream did not finish (client gone or upstream cut).
+// pump copies stream events to the client. An event is flushed as soon as
+// the next one is not already buffered from the upstream (before the stream
+// waits), so a burst of events leaves in one write and a slow stream still
+// sends each event at once. It returns false when the stream did not finish
+// (client gone or upstream cut).
 func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Stream, observe func(providers.Event)) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -332,29 +330,39 @@ func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Str
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	unflushed := false
+	flush := func() error {
+		if !unflushed {
+			return nil
+		}
+		unflushed = false
+		return rc.Flush()
+	}
+	s.BeforeWait(flush)
+	var buf []byte
 	for {
 		ev, err := s.Next()
 		if errors.Is(err, io.EOF) {
-			return s.Complete()
+			return flush() == nil && s.Complete()
 		}
 		if err != nil {
+			_ = flush()
 			log.FromContext(ctx).Info("stream ended early", "error", err.Error())
 			return false
 		}
 		if t.p.proto == providers.Responses {
 			observe(ev)
 		}
-		if err := writeEvent(w, ev); err != nil {
+		buf = appendEvent(buf[:0], ev)
+		if _, err := w.Write(buf); err != nil {
 			return false
 		}
-		if err := rc.Flush(); err != nil {
-			return false
-		}
+		unflushed = true
 	}
 }
 
-func writeEvent(w io.Writer, ev providers.Event) error {
-	buf := make([]byte, 0, len(ev.Data)+len(ev.Name)+16)
+// appendEvent appends ev in SSE framing to buf.
+func appendEvent(buf []byte, ev providers.Event) []byte {
 	if ev.Name != "" {
 		buf = append(buf, "event: "...)
 		buf = append(buf, ev.Name...)
@@ -362,9 +370,7 @@ func writeEvent(w io.Writer, ev providers.Event) error {
 	}
 	buf = append(buf, "data: "...)
 	buf = append(buf, ev.Data...)
-	buf = append(buf, "\n\n"...)
-	_, err := w.Write(buf)
-	return err
+	return append(buf, "\n\n"...)
 }
 
 // settle charges the measured usage and queues the usage row. A stream cut

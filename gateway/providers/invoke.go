@@ -227,14 +227,15 @@ type Stream struct {
 	tr     *translate.StreamTranslator
 	cancel context.CancelFunc
 
-	first    translate.Event
-	hasFirst bool
-	pending  []Event
-	pos      int
-	err      error
-	ended    bool
-	complete bool
-	closed   atomic.Bool
+	first      translate.Event
+	hasFirst   bool
+	beforeWait func() error
+	pending    []Event
+	pos        int
+	err        error
+	ended      bool
+	complete   bool
+	closed     atomic.Bool
 }
 
 func newStream(body io.ReadCloser, up, client Protocol, model string, includeUsage bool, cancel context.CancelFunc) *Stream {
@@ -290,6 +291,12 @@ func (s *Stream) Next() (Event, error) {
 		if s.hasFirst {
 			ev, s.hasFirst = s.first, false
 		} else {
+			if s.beforeWait != nil && !s.rd.Ready() {
+				if err := s.beforeWait(); err != nil {
+					s.err, s.ended = err, true
+					return Event{}, err
+				}
+			}
 			ev, err = s.rd.Next()
 		}
 		if err != nil {
@@ -320,6 +327,13 @@ func (s *Stream) Next() (Event, error) {
 	s.pos++
 	return ev, nil
 }
+
+// BeforeWait sets a function that Next calls before it waits for the
+// upstream (when no complete upstream event is buffered). A proxy that writes
+// events without flushing each one flushes there, so events reach the client
+// as soon as no further event is at hand, in as few writes as possible. An
+// error from f ends the stream: Next returns it (and keeps returning it).
+func (s *Stream) BeforeWait(f func() error) { s.beforeWait = f }
 
 // Usage is the usage so far; after Next returned an error it is final. When
 // the upstream reported none, OutputTokens is estimated from the streamed

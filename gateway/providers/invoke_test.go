@@ -391,3 +391,55 @@ func TestStreamRequestAnsweredWithJSON(t *testing.T) {
 	g.Expect(names(evs)).To(Equal([]string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}))
 	g.Expect(res.Stream.Usage().OutputTokens).To(Equal(int64(10)))
 }
+
+// TestStreamWaitsOnlyWhenNoEventIsBuffered: BeforeWait runs exactly when
+// the next event is not already buffered (so a proxy flushes once per burst,
+// and never holds an event back while it waits for the upstream).
+func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
+	g := NewWithT(t)
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		// The first three events in one write, the rest once released.
+		io.WriteString(w, strings.Join(openAIChatStream[:3], ""))
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, strings.Join(openAIChatStream[3:], ""))
+	})
+	res, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL},
+		providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer res.Close()
+	var got int
+	var waits []int // events returned when each wait began
+	res.Stream.BeforeWait(func() error {
+		waits = append(waits, got)
+		if len(waits) == 1 {
+			close(release)
+		}
+		return nil
+	})
+	for {
+		_, err := res.Stream.Next()
+		if err != nil {
+			g.Expect(err).To(Equal(io.EOF))
+			break
+		}
+		got++
+	}
+	g.Expect(got).To(Equal(len(openAIChatStream) - 1)) // the usage chunk is hidden
+	g.Expect(waits).NotTo(BeEmpty())
+	g.Expect(waits[0]).To(Equal(3), "no wait while the first burst was buffered")
+
+	// A flush error ends the stream.
+	res2, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL},
+		providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer res2.Close()
+	gone := errors.New("client gone")
+	res2.Stream.BeforeWait(func() error { return gone })
+	_, err = drain(t, res2.Stream)
+	g.Expect(err).To(Equal(gone))
+	g.Expect(res2.Stream.Complete()).To(BeFalse())
+}

@@ -87,6 +87,35 @@ func (s *SSEReader) Next() (Event, error) {
 	}
 }
 
+// Ready reports whether the reader's buffer already holds a complete event
+// with a data field, so that Next returns it without reading from the
+// underlying reader (it never blocks). A stream proxy uses it to coalesce
+// writes: flush only when the next event is not there yet.
+func (s *SSEReader) Ready() bool {
+	n := s.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := s.r.Peek(n) // n <= Buffered: no read
+	hasData := false
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false // the rest is an incomplete line
+		}
+		line := bytes.TrimSuffix(b[:i], []byte{'\r'})
+		b = b[i+1:]
+		switch {
+		case len(line) == 0:
+			if hasData {
+				return true
+			}
+		case bytes.HasPrefix(line, []byte("data")) && (len(line) == 4 || line[4] == ':'):
+			hasData = true
+		}
+	}
+}
+
 // readLine returns one line without its terminator; the slice is valid until
 // the next read.
 func (s *SSEReader) readLine() ([]byte, error) {
