@@ -33,7 +33,10 @@ func (c Candidate) Key() string {
 type Router struct {
 	Cache           client.Reader
 	SystemNamespace string
-	Breaker         *Breaker
+	// Index, when set, serves Route from the informer's indexer instead of
+	// a cache List (the hot path; see NewRouteIndex).
+	Index   *RouteIndex
+	Breaker *Breaker
 	// Float returns a number in [0,1); tests make it deterministic.
 	Float func() float64
 }
@@ -41,6 +44,9 @@ type Router struct {
 // Route returns the ModelRoute serving model for a tenant: one in the tenant's
 // namespace wins over the platform's. nil means the model is not offered.
 func (r *Router) Route(ctx context.Context, tenantNamespace, model string) (*v1.ModelRoute, error) {
+	if r.Index != nil {
+		return r.Index.route(tenantNamespace, r.SystemNamespace, model)
+	}
 	list := &v1.ModelRouteList{}
 	// The routes are the cache's own objects (no copy on the hot path):
 	// nothing below modifies them.

@@ -76,6 +76,10 @@ type Options struct {
 	BalanceUnit handlers.BalanceUnit
 	// UploadTTL is how long uploads (and their signed URLs) live; default 24h.
 	UploadTTL time.Duration
+	// NoImageProbe turns off downloading reference images to check their
+	// format, size and aspect (multi-image family); for clusters without
+	// egress, and for tests whose image URLs do not exist.
+	NoImageProbe bool
 }
 
 // Gateway builds the gateway server and adds it to the manager, which runs
@@ -119,6 +123,10 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if err != nil {
 		return nil, err
 	}
+	routes, err := routing.NewRouteIndex(context.Background(), mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
 	prices := &priceBook{cache: mgr.GetCache(), system: o.SystemNamespace}
 	if err := prices.watch(context.Background(), mgr.GetCache()); err != nil {
 		return nil, err
@@ -139,7 +147,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	handlers.Register(srv, &handlers.Deps{
 		Cache: mgr.GetCache(), Writer: mgr.GetClient(), Ledger: ledger, Clock: o.Clock,
 		Auth: &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)},
-		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace,
+		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes,
 			Breaker: routing.NewBreaker(o.Clock)},
 		Limiter:         &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute},
 		Leaser:          leaser,
@@ -150,6 +158,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		Blobs:           blobs,
 		UploadTTL:       o.UploadTTL,
 		BalanceUnit:     o.BalanceUnit,
+		ImageProbe:      imageProbe(blobs, o.NoImageProbe),
 	})
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())
