@@ -395,11 +395,12 @@ func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand r
 	}
 	t.chargeTokenLimits(p, u.TotalTokens())
 	model := c.req.Model
-	metrics.QuotaCharged.WithLabelValues(model).Add(float64(quota))
-	metrics.Tokens.WithLabelValues(model, "input").Add(float64(u.PromptTokens()))
-	metrics.Tokens.WithLabelValues(model, "output").Add(float64(u.OutputTokens))
-	metrics.Tokens.WithLabelValues(model, "cache_read").Add(float64(deref(u.CacheReadTokens)))
-	metrics.Tokens.WithLabelValues(model, "cache_write").Add(float64(deref(u.CacheWriteTokens)))
+	mm := modelMetricsFor(model)
+	mm.quota.Add(float64(quota))
+	mm.input.Add(float64(u.PromptTokens()))
+	mm.output.Add(float64(u.OutputTokens))
+	mm.cacheRead.Add(float64(deref(u.CacheReadTokens)))
+	mm.cacheWrite.Add(float64(deref(u.CacheWriteTokens)))
 	charge, err := t.Leaser.Settle(ctx, c.hold, quota)
 	if err != nil {
 		logger.Error(err, "settle", "requestID", c.requestID)
