@@ -145,7 +145,14 @@ func (s *Store) openSQLite(path string) error {
 		return nil
 	}
 	file := "file:" + (&url.URL{Path: path}).EscapedPath()
-	w, err := sql.Open("sqlite", file+"?_txlock=immediate&"+pragmas)
+	// The one writer connection keeps 64 MiB of pages in memory (default
+	// 2 MiB): the usage writer touches token, lease and rollup rows all over
+	// their tables. A checkpoint copies each page changed since the last
+	// one once, so checkpointing every 8 000 WAL pages (default 1 000)
+	// copies a page that many batches change once instead of for every
+	// other batch.
+	const writer = "&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(8000)"
+	w, err := sql.Open("sqlite", file+"?_txlock=immediate&"+pragmas+writer)
 	if err != nil {
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
