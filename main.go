@@ -240,6 +240,7 @@ type gatewayFlags struct {
 	publicURL   string
 	balanceUnit string
 	cnyPerUSD   decimal.Decimal
+	probeImages bool
 }
 
 func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
@@ -254,6 +255,7 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 	})
 	g.cnyPerUSD = decimal.RequireFromString("7.2")
 	fs.IntVar(&g.defaultRPM, "default-requests-per-minute", 0, "per-tenant request limit per replica for tenants without their own; 0 means none")
+	fs.BoolVar(&g.probeImages, "probe-reference-images", true, "download reference images of the multi-image family to check format, size and aspect (turn off without egress)")
 }
 
 func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
@@ -262,7 +264,7 @@ func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
 		PublicURL: g.publicURL, BlobDir: os.Getenv("MODELGATE_BLOB_DIR"),
 		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
 		BlobURL:        os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
-		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}}
+		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages}
 }
 
 // knownProvider reports whether a provider adapter is compiled in: a text

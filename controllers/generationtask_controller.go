@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
 // GenerationTask reasons and defaults.
@@ -46,7 +46,7 @@ const (
 	DefaultReviewDeadline = 20 * time.Minute
 	// DefaultSimulatedReviewTime is how long the simulated review service
 	// takes to decide (backend option "reviewDelay" overrides it).
-	DefaultSimulatedReviewTime = time.Second
+	DefaultSimulatedReviewTime = tasks.DefaultSimulatedReviewTime
 
 	minPoll = 250 * time.Millisecond
 	maxPoll = 10 * time.Second
@@ -62,6 +62,8 @@ type TaskLedger interface {
 	Refund(ctx context.Context, requestID string) error
 	InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error)
 	UpsertTask(ctx context.Context, rec store.TaskRecord) error
+	PrepareReviewAsset(ctx context.Context, a store.ReviewAsset, now time.Time) (store.ReviewAsset, error)
+	DecideReviewAsset(ctx context.Context, a store.ReviewAsset, state string, now time.Time) (store.ReviewAsset, error)
 }
 
 var _ TaskLedger = (*store.Store)(nil)
@@ -84,6 +86,8 @@ type GenerationTaskReconciler struct {
 	// ReviewDeadline bounds one private asset review round; default
 	// DefaultReviewDeadline (the contract's 20 minutes).
 	ReviewDeadline time.Duration
+	// Webhooks delivers task webhooks (the zero value is ready to use).
+	Webhooks webhook.Sender
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks,verbs=get;list;watch;create;update;patch;delete
@@ -150,9 +154,13 @@ func (r *GenerationTaskReconciler) backend(ctx context.Context, t *v1.Generation
 	if t.Status.Backend != "" { // keep the backend a started task runs on
 		names = []string{t.Status.Backend}
 	}
+	// A task an upstream has accepted stays there even if the backend was
+	// disabled since: the upstream may charge for it, so it is followed to
+	// its end rather than failed and refunded.
+	accepted := t.Status.UpstreamTaskID != ""
 	for _, name := range names {
 		for i := range route.Spec.Backends {
-			if b := &route.Spec.Backends[i]; b.Name == name && !b.Disabled {
+			if b := &route.Spec.Backends[i]; b.Name == name && (!b.Disabled || accepted) {
 				return route, b, nil
 			}
 		}
@@ -163,13 +171,13 @@ func (r *GenerationTaskReconciler) backend(ctx context.Context, t *v1.Generation
 // simulate runs the task on the built-in simulated backend: a generation
 // time, polled with a growing interval, then real files in the blob store.
 func (r *GenerationTaskReconciler) simulate(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
-	_ *v1.ModelRoute, b *v1.Backend, now time.Time) (ctrl.Result, error) {
+	route *v1.ModelRoute, b *v1.Backend, now time.Time) (ctrl.Result, error) {
 	st := &t.Status
 	dir := tasks.ParseDirectives(t.Spec.Request.Raw)
 	delay := r.simDelay(b, dir)
 	if st.StartedAt == nil || st.Phase == v1.TaskQueued {
 		if t.Spec.PrivateAssetReview && len(sub.ReviewAssets) > 0 {
-			passed, res, err := r.review(ctx, t, sub, b, now)
+			passed, res, err := r.review(ctx, t, sub, route, b, now)
 			if !passed || err != nil {
 				return res, err
 			}
@@ -216,13 +224,17 @@ const (
 // video is submitted, refunding the reservation (no generation fee). passed
 // reports that generation may start.
 //
-// The simulated review service decides each asset after the backend's
-// "reviewDelay" (default 1 s): a URL containing "reject" is rejected, one
-// containing "slow" is never decided (so the round runs into its deadline),
-// anything else passes. Reuse of reviewed assets across tasks and shared
-// preparation of concurrent requests are not implemented.
-func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, b *v1.Backend,
-	now time.Time) (passed bool, res ctrl.Result, err error) {
+// Each asset is prepared through the ledger's reusable record for (tenant,
+// channel, asset): a record that passed before is reused at once, and tasks
+// that need the same asset meanwhile share one preparation. The channel's
+// review service decides pending records (tasks.ReviewServiceFor); a channel
+// without a private asset library skips review.
+func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, route *v1.ModelRoute,
+	b *v1.Backend, now time.Time) (passed bool, res ctrl.Result, err error) {
+	svc := tasks.ReviewServiceFor(b)
+	if svc == nil {
+		return true, ctrl.Result{}, nil
+	}
 	st := &t.Status
 	deadline := r.ReviewDeadline
 	if deadline <= 0 {
@@ -242,51 +254,76 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 			rr.Assets = append(rr.Assets, v1.ReviewAsset{URL: a.URL, Type: a.Type, Role: a.Role, State: reviewPending})
 		}
 		st.ReviewRounds = append(st.ReviewRounds, rr)
-		return false, ctrl.Result{RequeueAfter: roundUp(r.reviewTime(b))}, nil
+		round = &st.ReviewRounds[len(st.ReviewRounds)-1]
 	}
 	if round.Outcome == reviewPassed {
 		return true, ctrl.Result{}, nil
 	}
-	start := round.Deadline.Add(-deadline)
-	if decideAt := start.Add(r.reviewTime(b)); !now.Before(decideAt) {
-		all := true
-		for i := range round.Assets {
-			a := &round.Assets[i]
-			switch {
-			case strings.Contains(a.URL, "reject"):
-				a.State = reviewRejected
-			case strings.Contains(a.URL, "slow"):
-				a.State = reviewPending
-			default:
-				a.State = reviewPassed
-			}
-			if a.State == reviewRejected {
-				round.Outcome = reviewRejected
-				return false, ctrl.Result{}, r.fail(ctx, t, now,
-					fmt.Sprintf("private asset review rejected the %s asset %s; no video generation fee is charged", a.Type, a.URL))
-			}
-			all = all && a.State == reviewPassed
+	channel := tasks.ReviewChannel(route.Namespace, route.Name, b.Name)
+	wait, all := maxPoll, true
+	for i := range round.Assets {
+		a := &round.Assets[i]
+		state, again, err := r.prepareAsset(ctx, svc, b, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
+			Type: a.Type, Key: a.URL, BlobKey: blobKeyOf(sub, a.URL)}, now)
+		if err != nil {
+			return false, ctrl.Result{}, err
 		}
-		if all {
-			round.Outcome = reviewPassed
-			return true, ctrl.Result{}, nil
+		a.State = state
+		if state == reviewRejected {
+			round.Outcome = reviewRejected
+			return false, ctrl.Result{}, r.fail(ctx, t, now,
+				fmt.Sprintf("private asset review rejected the %s asset %s; no video generation fee is charged", a.Type, a.URL))
 		}
+		if state != reviewPassed {
+			all, wait = false, min(wait, again)
+		}
+	}
+	if all {
+		round.Outcome = reviewPassed
+		return true, ctrl.Result{}, nil
 	}
 	if !now.Before(round.Deadline.Time) {
 		round.Outcome = reviewExpired
 		return false, ctrl.Result{}, r.fail(ctx, t, now,
 			"private asset review did not finish before the round's deadline; no video generation fee is charged")
 	}
-	return false, ctrl.Result{RequeueAfter: roundUp(min(round.Deadline.Sub(now), maxPoll))}, nil
+	return false, ctrl.Result{RequeueAfter: roundUp(min(wait, round.Deadline.Sub(now)))}, nil
 }
 
-func (r *GenerationTaskReconciler) reviewTime(b *v1.Backend) time.Duration {
-	if v, ok := b.Options["reviewDelay"]; ok {
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-			return d
+// prepareAsset looks up or starts the asset's shared preparation, asks the
+// review service to decide it while pending, and returns its state and, when
+// still pending, when to look again.
+func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc tasks.ReviewService, b *v1.Backend,
+	a store.ReviewAsset, now time.Time) (string, time.Duration, error) {
+	rec, err := r.Ledger.PrepareReviewAsset(ctx, a, now)
+	if err != nil {
+		return "", 0, fmt.Errorf("prepare review asset: %w", err)
+	}
+	if rec.State != store.ReviewPending {
+		return rec.State, 0, nil
+	}
+	state, wait, err := svc.Decide(ctx, b, rec, now)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "asset review service", "backend", b.Name)
+		return store.ReviewPending, minPoll * 4, nil
+	}
+	if state == store.ReviewPending {
+		return state, max(wait, minPoll), nil
+	}
+	if rec, err = r.Ledger.DecideReviewAsset(ctx, rec, state, now); err != nil {
+		return "", 0, fmt.Errorf("record review decision: %w", err)
+	}
+	return rec.State, 0, nil
+}
+
+// blobKeyOf is where the gateway stored an inline review asset ("" for URLs).
+func blobKeyOf(sub *tasks.Submission, key string) string {
+	for _, a := range sub.ReviewAssets {
+		if a.URL == key {
+			return a.BlobKey
 		}
 	}
-	return DefaultSimulatedReviewTime
+	return ""
 }
 
 // roundUp rounds a wait up to whole seconds (status times have second
@@ -461,6 +498,9 @@ func (r *GenerationTaskReconciler) finish(ctx context.Context, t *v1.GenerationT
 		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, true, ReasonTaskArchived,
 			fmt.Sprintf("the task is %s and archived in the ledger", t.Status.Phase))
 		t.Status.ObservedGeneration = t.Generation
+	}
+	if wait := r.deliverWebhook(ctx, t, now); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil // the object stays until its event is delivered or given up
 	}
 	retention := r.Retention
 	if retention <= 0 {

@@ -1,15 +1,22 @@
 package controllers_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
 // These specs drive the GenerationTask reconciler step by step with a fake
@@ -58,10 +66,11 @@ var _ = Describe("GenerationTask reconciler", func() {
 			ObjectMeta: metav1.ObjectMeta{Name: "img", Namespace: "modelgate-system"},
 			Spec: v1.ModelRouteSpec{Model: "img", Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileMultiImage,
 				Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Options: map[string]string{"delay": delay.String()}},
-					{Name: "real", Provider: "openai"}}},
+					{Name: "real", Provider: "anthropic"}}},
 		}
 		scheme := runtime.NewScheme()
 		Expect(v1.AddToScheme(scheme)).To(Succeed())
+		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 		c = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.GenerationTask{}).WithObjects(route).Build()
 		blobs, err := blob.OpenLocal(blob.Config{Dir: GinkgoT().TempDir(), SigningKey: []byte("0123456789abcdef0123"),
 			BaseURL: func() string { return "http://files.test" }})
@@ -206,15 +215,20 @@ var _ = Describe("GenerationTask reconciler", func() {
 			Expect(c.Update(ctx, t)).To(Succeed())
 			step(t) // queued
 			step(t) // round 1 opens
-			Expect(t.Status.Phase).To(Equal(v1.TaskQueued))
-			Expect(t.Status.ReviewRounds).To(HaveLen(1))
-			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("pending"))
-			Expect(t.Status.ReviewRounds[0].Deadline.Time).To(BeTemporally("==", clk.Now().Add(controllers.DefaultReviewDeadline)))
 			return t
+		}
+		// pending asserts that t waits in its first review round.
+		pending := func(t *v1.GenerationTask) {
+			GinkgoHelper()
+			Expect(t.Status.ReviewRounds).To(HaveLen(1))
+			Expect(t.Status.Phase).To(Equal(v1.TaskQueued))
+			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("pending"))
+			Expect(t.Status.ReviewRounds[0].Deadline.Time).To(BeTemporally("~", clk.Now().Add(controllers.DefaultReviewDeadline), time.Second))
 		}
 
 		It("starts generation once every asset passed", func() {
 			t := submitReview("https://cdn.example/a.png", "https://cdn.example/b.png")
+			pending(t)
 			step(t)
 			Expect(t.Status.Phase).To(Equal(v1.TaskQueued)) // the review takes its time
 			clk.Step(controllers.DefaultSimulatedReviewTime)
@@ -227,6 +241,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 		It("fails without a generation fee when an asset is rejected", func() {
 			before := balance()
 			t := submitReview("https://cdn.example/ok.png", "https://cdn.example/reject-me.png")
+			pending(t)
 			clk.Step(controllers.DefaultSimulatedReviewTime)
 			step(t)
 			Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
@@ -239,6 +254,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 		It("fails without a generation fee when the round runs past its deadline", func() {
 			before := balance()
 			t := submitReview("https://cdn.example/slow.png")
+			pending(t)
 			clk.Step(time.Minute)
 			res := step(t)
 			Expect(t.Status.Phase).To(Equal(v1.TaskQueued))
@@ -250,6 +266,196 @@ var _ = Describe("GenerationTask reconciler", func() {
 			Expect(t.Status.Error.Message).To(ContainSubstring("deadline"))
 			Expect(balance().Remain).To(Equal(before.Remain))
 		})
+
+		It("shares one preparation between concurrent tasks and reuses a passed asset later", func() {
+			first := submitReview("https://cdn.example/shared.png")
+			pending(first)
+			clk.Step(controllers.DefaultSimulatedReviewTime / 2)
+			second := submitReview("https://cdn.example/shared.png", "https://cdn.example/own.png")
+			pending(second)
+
+			By("the shared asset is decided once, on the first task's schedule")
+			clk.Step(controllers.DefaultSimulatedReviewTime / 2)
+			step(first)
+			step(second)
+			Expect(first.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
+			Expect(first.Status.Phase).To(Equal(v1.TaskInProgress))
+			Expect(second.Status.ReviewRounds[0].Assets[0].State).To(Equal("passed"), "decided with the first task's preparation")
+			Expect(second.Status.ReviewRounds[0].Assets[1].State).To(Equal("pending"), "its own asset is still under review")
+			clk.Step(controllers.DefaultSimulatedReviewTime / 2)
+			step(second)
+			Expect(second.Status.Phase).To(Equal(v1.TaskInProgress))
+
+			By("a later task with the same asset on the same channel passes at once")
+			clk.Step(time.Hour)
+			third := submitReview("https://cdn.example/shared.png")
+			Expect(third.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
+			Expect(third.Status.Phase).To(Equal(v1.TaskInProgress))
+		})
+
+		It("skips review on a channel without a private asset library", func() {
+			route := &v1.ModelRoute{}
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: "modelgate-system", Name: "img"}, route)).To(Succeed())
+			route.Spec.Backends[0].Options["assetLibrary"] = "none"
+			Expect(c.Update(ctx, route)).To(Succeed())
+			t := submitReview("https://cdn.example/reject-me.png")
+			Expect(t.Status.Phase).To(Equal(v1.TaskInProgress))
+			Expect(t.Status.ReviewRounds).To(BeEmpty())
+		})
+	})
+
+	Describe("webhooks", func() {
+		const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		type delivery struct {
+			header http.Header
+			body   []byte
+		}
+		var (
+			mu         sync.Mutex
+			deliveries []delivery
+			failFirst  int
+			srv        *httptest.Server
+		)
+		received := func() []delivery {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]delivery(nil), deliveries...)
+		}
+
+		BeforeEach(func() {
+			mu.Lock()
+			deliveries, failFirst = nil, 0
+			mu.Unlock()
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				body, _ := io.ReadAll(req.Body)
+				mu.Lock()
+				deliveries = append(deliveries, delivery{header: req.Header.Clone(), body: body})
+				fail := len(deliveries) <= failFirst
+				mu.Unlock()
+				if fail {
+					w.WriteHeader(http.StatusInternalServerError)
+					return
+				}
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			DeferCleanup(srv.Close)
+			Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
+				Data: map[string][]byte{"secret": []byte(secret)}})).To(Succeed())
+			tenant := &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "acct", Namespace: ns},
+				Spec: v1.TenantSpec{Webhook: &v1.WebhookSpec{URL: srv.URL + "/hooks/tasks", MaxAttempts: 3,
+					SecretRef: v1.SecretKeyRef{Name: "hook", Key: "secret"}}},
+				Status: v1.TenantStatus{UserID: userID}}
+			Expect(c.Create(ctx, tenant)).To(Succeed())
+		})
+
+		// finishTask runs a task to its final state.
+		finishTask := func(prompt string) *v1.GenerationTask {
+			t := submit(prompt, 2, "sim")
+			step(t)
+			step(t)
+			clk.Step(delay)
+			step(t)
+			Expect(tasks.Final(t.Status.Phase)).To(BeTrue())
+			return t
+		}
+
+		It("signs the final state with data.billing; a receiver that fails twice gets the third delivery", func() {
+			failFirst = 2
+			t := finishTask("hooked")
+			Expect(t.Status.Phase).To(Equal(v1.TaskCompleted))
+
+			res := step(t) // archived; attempt 1
+			Expect(received()).To(HaveLen(1))
+			Expect(t.Status.Webhook.State).To(Equal(v1.WebhookPending))
+			Expect(t.Status.Webhook.LastStatusCode).To(Equal(int32(500)))
+			Expect(res.RequeueAfter).To(BeNumerically("~", 5*time.Second, 2*time.Second))
+			Expect(step(t).RequeueAfter).To(BeNumerically(">", 0), "not due yet: no attempt")
+			Expect(received()).To(HaveLen(1))
+
+			clk.Step(res.RequeueAfter)
+			res = step(t) // attempt 2
+			Expect(received()).To(HaveLen(2))
+			Expect(res.RequeueAfter).To(BeNumerically("~", 30*time.Second, 7*time.Second))
+			clk.Step(res.RequeueAfter)
+			res = step(t) // attempt 3
+			Expect(t.Status.Webhook.State).To(Equal(v1.WebhookDelivered))
+			Expect(t.Status.Webhook.Attempts).To(Equal(int32(3)))
+			Expect(t.Status.Webhook.DeliveredAt).NotTo(BeNil())
+			Expect(t.Status.Webhook.LastError).To(BeEmpty())
+
+			got := received()
+			Expect(got).To(HaveLen(3))
+			key, err := webhook.Key(secret)
+			Expect(err).NotTo(HaveOccurred())
+			last := got[2]
+			Expect(webhook.Verify(key, last.header, last.body, clk.Now(), 5*time.Minute)).To(Succeed())
+			Expect(last.header.Get("webhook-id")).To(Equal(got[0].header.Get("webhook-id")), "one event ID across retries")
+
+			var ev struct {
+				Object, ID, Type string
+				Data             struct {
+					ID, Status string
+					Result     struct{ Data []struct{ URL string } }
+					Billing    map[string]string
+				}
+			}
+			Expect(json.Unmarshal(last.body, &ev)).To(Succeed())
+			Expect(ev.Object).To(Equal("event"))
+			Expect(ev.Type).To(Equal(controllers.EventTaskCompleted))
+			Expect(ev.ID).To(Equal(last.header.Get("webhook-id")))
+			Expect(ev.Data.ID).To(Equal(t.Spec.TaskID))
+			Expect(ev.Data.Status).To(Equal("completed"))
+			Expect(ev.Data.Billing).To(Equal(map[string]string{"status": "settled", "credits": "16", "cost_usd": "0.08"}))
+			Expect(ev.Data.Result.Data).To(HaveLen(2))
+			Expect(ev.Data.Result.Data[0].URL).To(HavePrefix("http://files.test/"), "result URLs are signed, not blob keys")
+
+			By("the object is deleted after its retention once the event is delivered")
+			Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+			clk.Step(retention)
+			step(t)
+			Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(t), &v1.GenerationTask{}))).To(BeTrue())
+			Expect(received()).To(HaveLen(3))
+		})
+
+		It("sends task.failed with refunded billing and gives up after maxAttempts", func() {
+			failFirst = 100
+			t := finishTask("[sim:fail] hooked")
+			Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
+			for range 3 {
+				res := step(t)
+				clk.Step(res.RequeueAfter)
+			}
+			Expect(t.Status.Webhook.State).To(Equal(v1.WebhookFailed))
+			Expect(t.Status.Webhook.Attempts).To(Equal(int32(3)))
+			Expect(t.Status.Webhook.NextAttemptAt).To(BeNil())
+			Expect(t.Status.Webhook.LastError).To(ContainSubstring("HTTP 500"))
+			got := received()
+			Expect(got).To(HaveLen(3))
+			var ev struct {
+				Type string
+				Data struct {
+					Error   map[string]string
+					Billing map[string]string
+				}
+			}
+			Expect(json.Unmarshal(got[0].body, &ev)).To(Succeed())
+			Expect(ev.Type).To(Equal(controllers.EventTaskFailed))
+			Expect(ev.Data.Error["code"]).To(Equal(controllers.CodeGenerationFailed))
+			Expect(ev.Data.Billing).To(Equal(map[string]string{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+
+			clk.Step(retention)
+			step(t)
+			Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(t), &v1.GenerationTask{}))).To(BeTrue())
+		})
+
+		It("records a missing signing secret as the delivery error without sending", func() {
+			Expect(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}})).To(Succeed())
+			t := finishTask("no secret")
+			step(t)
+			Expect(received()).To(BeEmpty())
+			Expect(t.Status.Webhook.State).To(Equal(v1.WebhookPending))
+			Expect(t.Status.Webhook.LastError).To(ContainSubstring("does not exist"))
+		})
 	})
 
 	It("fails a task whose backend has no asynchronous adapter, before anything is charged", func() {
@@ -258,7 +464,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 		step(t)
 		step(t)
 		Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
-		Expect(t.Status.Error.Message).To(ContainSubstring("openai"))
+		Expect(t.Status.Error.Message).To(ContainSubstring(`provider "anthropic" has no asynchronous media adapter`))
 		Expect(balance().Remain).To(Equal(before.Remain))
 	})
 })

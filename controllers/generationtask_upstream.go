@@ -80,7 +80,7 @@ func (r *GenerationTaskReconciler) runUpstream(ctx context.Context, t *v1.Genera
 		return ctrl.Result{}, r.fail(ctx, t, now, "no blob store is configured for generated media")
 	}
 	if t.Spec.PrivateAssetReview && len(sub.ReviewAssets) > 0 {
-		passed, res, err := r.review(ctx, t, sub, b, now)
+		passed, res, err := r.review(ctx, t, sub, route, b, now)
 		if !passed || err != nil {
 			return res, err
 		}
@@ -334,10 +334,17 @@ func optDuration(b *v1.Backend, key string, def time.Duration) time.Duration {
 // *upstream.Error of class Failover (not retried on that backend); an API
 // server failure is returned as is.
 func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.GenerationTask, route *v1.ModelRoute, b *v1.Backend) (upstream.Call, error) {
+	request := t.Spec.Request.Raw
+	if r.Blobs != nil { // inline images the gateway stored travel as signed links
+		var err error
+		if request, err = tasks.ResolveBlobRefs(ctx, request, r.Blobs, ResultValidity); err != nil {
+			return upstream.Call{}, err
+		}
+	}
 	c := upstream.Call{
 		Backend: upstream.Backend{Name: b.Name, Provider: b.Provider, BaseURL: b.BaseURL, UpstreamModel: b.UpstreamModel,
 			Options: b.Options, Timeout: time.Duration(b.TimeoutSeconds) * time.Second},
-		Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: t.Spec.Request.Raw,
+		Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: request,
 	}
 	if c.Kind != upstream.Video {
 		c.Kind = upstream.Image

@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/tasks"
 )
 
 // Options configure every reconciler.
@@ -21,6 +22,9 @@ type Options struct {
 	Blobs *blob.Store
 	// TaskRetention keeps final GenerationTask objects this long; default 1h.
 	TaskRetention time.Duration
+	// ReviewAssetRetention keeps reviewed private assets reusable this long
+	// without use; default 60 days.
+	ReviewAssetRetention time.Duration
 }
 
 // Setup registers every reconciler with the manager. Indexes are registered
@@ -46,5 +50,22 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			return err
 		}
 	}
+	if rr, ok := o.Ledger.(tasks.ReviewRecords); ok {
+		sw := &tasks.ReviewSweeper{Records: rr, Clock: tickingClock(o.Clock), Retention: o.ReviewAssetRetention}
+		if o.Blobs != nil {
+			sw.Blobs = o.Blobs
+		}
+		if err := mgr.Add(sw); err != nil {
+			return err
+		}
+	}
 	return (&PriceRuleReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+}
+
+// tickingClock is c when it can tick, else the real clock.
+func tickingClock(c clock.PassiveClock) clock.WithTicker {
+	if tc, ok := c.(clock.WithTicker); ok {
+		return tc
+	}
+	return clock.RealClock{}
 }

@@ -264,9 +264,47 @@ type GenerationTaskStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	ReviewRounds []ReviewRound `json:"reviewRounds,omitempty"`
 
-	// webhookDelivered is true once the final-state webhook was acknowledged.
+	// webhook is the delivery state of the final-state webhook; absent when
+	// the tenant configures none.
 	// +optional
-	WebhookDelivered bool `json:"webhookDelivered,omitempty"`
+	Webhook *WebhookDelivery `json:"webhook,omitempty"`
+}
+
+// WebhookState is the delivery state of a task's webhook.
+// +kubebuilder:validation:Enum=pending;delivered;failed
+type WebhookState string
+
+// Webhook delivery states.
+const (
+	WebhookPending   WebhookState = "pending"
+	WebhookDelivered WebhookState = "delivered"
+	WebhookFailed    WebhookState = "failed"
+)
+
+// WebhookDelivery records the delivery of a task's final-state event.
+type WebhookDelivery struct {
+	// id is the event ID (the webhook-id header), the same on every retry
+	// so that receivers can drop duplicates.
+	ID string `json:"id"`
+	// state is pending (retrying), delivered (a 2xx answer) or failed
+	// (every attempt used).
+	State WebhookState `json:"state"`
+	// attempts counts delivery attempts so far.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// lastStatusCode is the HTTP status of the last attempt (0: no answer).
+	// +optional
+	LastStatusCode int32 `json:"lastStatusCode,omitempty"`
+	// lastError says why the last attempt failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	LastError string `json:"lastError,omitempty"`
+	// nextAttemptAt is when the next attempt is due (pending only).
+	// +optional
+	NextAttemptAt *metav1.Time `json:"nextAttemptAt,omitempty"`
+	// deliveredAt is when a receiver acknowledged the event.
+	// +optional
+	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
 }
 
 // GenerationTask is an asynchronous image or video generation in flight.

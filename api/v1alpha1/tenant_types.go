@@ -56,6 +56,36 @@ type TenantSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+
+	// webhook receives the final state (completed or failed, with its
+	// billing) of each of the tenant's image and video tasks.
+	// +optional
+	Webhook *WebhookSpec `json:"webhook,omitempty"`
+}
+
+// WebhookSpec is where and how task webhooks are delivered. Deliveries are
+// signed in the Standard Webhooks style (webhook-id, webhook-timestamp and
+// webhook-signature headers; HMAC-SHA256 over "id.timestamp.body").
+type WebhookSpec struct {
+	// url receives the deliveries as HTTP POSTs (http or https).
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('http://') || self.startsWith('https://'))",message="url must be an http or https URL"
+	URL string `json:"url"`
+
+	// secretRef names the key of a Secret in the tenant's namespace that
+	// holds the signing secret: "whsec_" followed by base64 (the Standard
+	// Webhooks form), or any other string of at least 16 bytes used as is.
+	// +required
+	SecretRef SecretKeyRef `json:"secretRef"`
+
+	// maxAttempts bounds deliveries of one event (the first try included);
+	// retries back off from 5 seconds to 30 minutes.
+	// +optional
+	// +kubebuilder:default=7
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=12
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
 }
 
 // Grant adds quota to a tenant, once.

@@ -193,6 +193,17 @@ var _ = Describe("CRD validation", func() {
 		Entry("two grants with one id", func(t *v1.Tenant) { t.Spec.Grants = append(t.Spec.Grants, t.Spec.Grants[0]) },
 			"Duplicate value"),
 		Entry("a group with spaces", func(t *v1.Tenant) { t.Spec.Group = "my group" }, "spec.group"),
+		Entry("a webhook", func(t *v1.Tenant) { t.Spec.Webhook = validWebhook("https://hooks.example.com/tasks") }, ""),
+		Entry("a webhook to an ftp URL", func(t *v1.Tenant) { t.Spec.Webhook = validWebhook("ftp://hooks.example.com/tasks") },
+			"url must be an http or https URL"),
+		Entry("a webhook without a secret", func(t *v1.Tenant) {
+			t.Spec.Webhook = validWebhook("https://hooks.example.com/tasks")
+			t.Spec.Webhook.SecretRef = v1.SecretKeyRef{}
+		}, "spec.webhook.secretRef.name"),
+		Entry("a webhook with 20 attempts", func(t *v1.Tenant) {
+			t.Spec.Webhook = validWebhook("https://hooks.example.com/tasks")
+			t.Spec.Webhook.MaxAttempts = 20
+		}, "spec.webhook.maxAttempts"),
 	)
 
 	DescribeTable("GenerationTask",
@@ -241,3 +252,7 @@ var _ = Describe("CRD validation", func() {
 		Expect(got.Spec.DisplayName).To(Equal("ci key"))
 	})
 })
+
+func validWebhook(url string) *v1.WebhookSpec {
+	return &v1.WebhookSpec{URL: url, SecretRef: v1.SecretKeyRef{Name: "hook", Key: "secret"}}
+}

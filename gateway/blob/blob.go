@@ -157,6 +157,15 @@ func (s *Store) Open(ctx context.Context, key string) (*blob.Reader, error) {
 	return r, err
 }
 
+// LocalPrefix is where this local store's signed links start (base URL +
+// FilesPath); "" for a cloud store.
+func (s *Store) LocalPrefix() string {
+	if !s.Local() {
+		return ""
+	}
+	return strings.TrimRight(s.cfg.BaseURL(), "/") + FilesPath
+}
+
 // Handler serves signed local URLs under FilesPath: the signature and expiry
 // are checked, then the object is streamed with its content type. An
 // altered or expired URL is 403; a deleted object 404.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +62,9 @@ func Start(o Options) (*ControlPlane, error) {
 		CRDDirectoryPaths:     []string{o.CRDDir},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: o.AssetsDir,
+		// kube-apiserver drains for a while on SIGTERM; on a busy 2-core
+		// machine that can exceed envtest's 20 s default.
+		ControlPlaneStopTimeout: time.Minute,
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
 	cfg, err := env.Start()

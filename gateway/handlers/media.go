@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,8 +30,11 @@ import (
 )
 
 const (
-	// maxMediaBody bounds an image or video submission (media travels as URLs).
+	// maxMediaBody bounds an image submission (media travels as URLs).
 	maxMediaBody = 4 << 20
+	// maxVideoBody bounds a video submission, which under private asset
+	// review may carry inline images of up to 20 MiB each (base64).
+	maxVideoBody = 64 << 20
 	// maxBatchIDs is the contract's batch task query limit.
 	maxBatchIDs = 100
 	// modelDecidedVideoSeconds is reserved for duration -1 (the model's maximum).
@@ -84,11 +88,16 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		mediaFail(w, f.Status, errUnauthorized, f.Message)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMediaBody))
+	limit := int64(maxMediaBody)
+	if m.typ == v1.ModelTypeVideo {
+		limit = maxVideoBody
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			mediaFail(w, http.StatusRequestEntityTooLarge, errInvalidRequest, "request body is larger than 4 MiB; upload media first and send URLs")
+			mediaFail(w, http.StatusRequestEntityTooLarge, errInvalidRequest,
+				fmt.Sprintf("request body is larger than %d MiB; upload media first and send URLs", limit>>20))
 			return
 		}
 		mediaFail(w, http.StatusBadRequest, errInvalidRequest, "could not read the request body")
@@ -111,7 +120,7 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		mediaFail(w, status, typ, msg)
 		return
 	}
-	out := m.render(ctx, task)
+	out := tasks.Render(ctx, task, m.Blobs, m.Clock.Now())
 	out.Metadata = map[string]any{}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -167,7 +176,8 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 		log.FromContext(ctx).Error(err, "estimate media request", "model", model)
 		return nil, http.StatusInternalServerError, errInternal, "this model's price cannot be estimated for an asynchronous task"
 	}
-	task, err := m.newTask(p, norm, route, plan[0].Group, planNames(plan), rule, requestID, estimate, accepted)
+	inline := inlineKeys(p.Tenant.Namespace, norm)
+	task, err := m.newTask(p, norm, route, plan[0].Group, planNames(plan), rule, requestID, estimate, accepted, inline)
 	if err != nil {
 		return nil, http.StatusInternalServerError, errInternal, "could not prepare the task"
 	}
@@ -179,11 +189,20 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 		log.FromContext(ctx).Error(err, "reserve quota", "requestID", requestID)
 		return nil, http.StatusServiceUnavailable, errInternal, "could not reserve quota; retry later"
 	}
-	if err := m.Writer.Create(ctx, task); err != nil {
+	refund := func(why string) {
 		// No orphaned charge: the reservation of this submission goes back.
 		if rerr := m.Ledger.Refund(context.WithoutCancel(ctx), requestID); rerr != nil {
-			log.FromContext(ctx).Error(rerr, "refund after failed task creation", "requestID", requestID)
+			log.FromContext(ctx).Error(rerr, "refund after "+why, "requestID", requestID)
 		}
+	}
+	if err := m.storeInline(ctx, norm, inline); err != nil {
+		refund("failed inline asset storage")
+		log.FromContext(ctx).Error(err, "store inline review assets", "requestID", requestID)
+		return nil, http.StatusInternalServerError, errInternal, "could not store the request's inline images; retry later"
+	}
+	if err := m.Writer.Create(ctx, task); err != nil {
+		refund("failed task creation")
+		m.dropInline(context.WithoutCancel(ctx), inline)
 		if apierrors.IsAlreadyExists(err) && norm.ClientBusinessID != "" {
 			if t := m.awaitReplay(ctx, p, norm.ClientBusinessID); t != nil {
 				return t, 0, "", ""
@@ -222,7 +241,10 @@ func planNames(plan []routing.Candidate) []string {
 
 // newTask builds the GenerationTask of an accepted submission.
 func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelRoute, group string, backends []string,
-	rule *pricing.Rule, requestID string, estimate billing.Quota, accepted time.Time) (*v1.GenerationTask, error) {
+	rule *pricing.Rule, requestID string, estimate billing.Quota, accepted time.Time, inline map[string]string) (*v1.GenerationTask, error) {
+	for digest, key := range inline { // the stored copy's reference replaces the inline data
+		n.Request = replaceString(n.Request, digest, tasks.BlobScheme+key).(map[string]any)
+	}
 	reqJSON, err := n.RequestJSON()
 	if err != nil {
 		return nil, err
@@ -238,7 +260,7 @@ func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelR
 		InputVideoSeconds: mediaEstimate(n).InputVideoSeconds,
 	}
 	for _, a := range n.ReviewAssets {
-		sub.ReviewAssets = append(sub.ReviewAssets, tasks.ReviewAsset{Type: string(a.Type), URL: tasks.AssetRef(a.URL), Role: a.Role})
+		sub.ReviewAssets = append(sub.ReviewAssets, tasks.ReviewAsset{Type: string(a.Type), URL: a.URL, Role: a.Role, BlobKey: inline[a.URL]})
 	}
 	ann, err := sub.Encode()
 	if err != nil {
@@ -353,7 +375,7 @@ func (m *Media) Get(w http.ResponseWriter, r *http.Request) {
 		mediaFail(w, http.StatusNotFound, errTaskNotFound, fmt.Sprintf("task %q not found", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, m.render(ctx, t))
+	writeJSON(w, http.StatusOK, tasks.Render(ctx, t, m.Blobs, m.Clock.Now()))
 }
 
 // Batch answers GET …/generations?ids=a,b,c: at most 100 IDs; the caller's
@@ -383,7 +405,7 @@ func (m *Media) Batch(w http.ResponseWriter, r *http.Request) {
 		mediaFail(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("at most %d task IDs per query (got %d)", maxBatchIDs, len(ids)))
 		return
 	}
-	out := batchJSON{Object: "list", Data: []taskJSON{}, NotFound: []string{}}
+	out := batchJSON{Object: "list", Data: []tasks.View{}, NotFound: []string{}}
 	for _, id := range ids {
 		t, err := m.lookup(ctx, p, id)
 		if err != nil {
@@ -395,169 +417,83 @@ func (m *Media) Batch(w http.ResponseWriter, r *http.Request) {
 			out.NotFound = append(out.NotFound, id)
 			continue
 		}
-		out.Data = append(out.Data, m.render(ctx, t))
+		out.Data = append(out.Data, tasks.Render(ctx, t, m.Blobs, m.Clock.Now()))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 type batchJSON struct {
-	Object   string     `json:"object"`
-	Data     []taskJSON `json:"data"`
-	NotFound []string   `json:"not_found"`
+	Object   string       `json:"object"`
+	Data     []tasks.View `json:"data"`
+	NotFound []string     `json:"not_found"`
 }
 
-// taskJSON is the contract's generation task.
-type taskJSON struct {
-	ID          string        `json:"id"`
-	Object      string        `json:"object"`
-	Model       string        `json:"model"`
-	Status      string        `json:"status"`
-	Progress    int32         `json:"progress"`
-	CreatedAt   int64         `json:"created_at"`
-	CompletedAt *int64        `json:"completed_at,omitempty"`
-	ExpiresAt   *int64        `json:"expires_at,omitempty"`
-	URL         string        `json:"url,omitempty"`
-	Result      *resultJSON   `json:"result,omitempty"`
-	Error       *v1.TaskError `json:"error,omitempty"`
-	Usage       *usageJSON    `json:"usage,omitempty"`
-	Billing     *billingJSON  `json:"billing,omitempty"`
-	Metadata    any           `json:"metadata,omitempty"` // submission only: {}
-}
-
-type resultJSON struct {
-	Type string        `json:"type"`
-	Data []resultEntry `json:"data"`
-}
-
-type resultEntry struct {
-	URL string `json:"url"`
-}
-
-type billingJSON struct {
-	Status  string `json:"status"`
-	Credits string `json:"credits,omitempty"`
-	CostUSD string `json:"cost_usd,omitempty"`
-}
-
-type tokenDetails struct {
-	TextTokens  int64 `json:"text_tokens"`
-	ImageTokens int64 `json:"image_tokens"`
-}
-
-type inputDetails struct {
-	TextTokens          int64         `json:"text_tokens"`
-	ImageTokens         int64         `json:"image_tokens"`
-	CachedTokens        int64         `json:"cached_tokens"`
-	CachedTokensDetails *tokenDetails `json:"cached_tokens_details,omitempty"`
-}
-
-type usageJSON struct {
-	InputTokens         int64         `json:"input_tokens"`
-	OutputTokens        int64         `json:"output_tokens"`
-	TotalTokens         int64         `json:"total_tokens"`
-	InputTokensDetails  *inputDetails `json:"input_tokens_details,omitempty"`
-	OutputTokensDetails *tokenDetails `json:"output_tokens_details,omitempty"`
-}
-
-// render turns a task into the contract's JSON. Result URLs naming blobs are
-// signed afresh, valid until the task's expires_at.
-func (m *Media) render(ctx context.Context, t *v1.GenerationTask) taskJSON {
-	st := &t.Status
-	out := taskJSON{
-		ID: t.Spec.TaskID, Object: "generation.task", Model: string(t.Spec.Model),
-		Status: string(v1.TaskQueued), Progress: st.Progress, CreatedAt: t.CreationTimestamp.Unix(),
-	}
-	if st.Phase != "" {
-		out.Status = string(st.Phase)
-	}
-	if out.Status == string(v1.TaskSubmitted) { // not a status the task table of the contract shows
-		out.Status = string(v1.TaskQueued)
-	}
-	switch st.Phase {
-	case v1.TaskCompleted:
-		out.Progress = 100
-		if st.CompletedAt != nil {
-			c := st.CompletedAt.Unix()
-			out.CompletedAt = &c
+// inlineKeys maps each inline review image's key ("sha256:<hex>") to where
+// its decoded content is stored: one copy per tenant and content digest.
+func inlineKeys(namespace string, n *media.Normalized) map[string]string {
+	var out map[string]string
+	for _, a := range n.ReviewAssets {
+		if a.Data == nil {
+			continue
 		}
-		if st.ExpiresAt != nil {
-			e := st.ExpiresAt.Unix()
-			out.ExpiresAt = &e
+		if out == nil {
+			out = map[string]string{}
 		}
-		if st.Result != nil {
-			out.Result = m.renderResult(ctx, t)
-			if len(out.Result.Data) > 0 {
-				out.URL = out.Result.Data[0].URL
+		digest := strings.TrimPrefix(a.URL, media.InlineKeyPrefix)
+		out[a.URL] = fmt.Sprintf("tenants/%s/review-assets/%s.%s", namespace, digest, media.InlineExtension(a.MimeType))
+	}
+	return out
+}
+
+// storeInline writes the decoded inline images (rule 3: decoded, validated,
+// stored). Keys are content-addressed, so a repeat rewrites the same bytes.
+func (m *Media) storeInline(ctx context.Context, n *media.Normalized, keys map[string]string) error {
+	for _, a := range n.ReviewAssets {
+		key, ok := keys[a.URL]
+		if !ok {
+			continue
+		}
+		if _, err := m.Blobs.Put(ctx, key, a.MimeType, bytes.NewReader(a.Data)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropInline deletes copies stored for a submission that did not become a
+// task, unless a review record of another task holds them.
+func (m *Media) dropInline(ctx context.Context, keys map[string]string) {
+	for _, key := range keys {
+		if used, err := m.Ledger.ReviewBlobInUse(ctx, key); err != nil || used {
+			continue
+		}
+		if err := m.Blobs.Delete(ctx, key); err != nil {
+			log.FromContext(ctx).Error(err, "delete inline asset of a refused submission")
+		}
+	}
+}
+
+// replaceString returns v with every string equal to old replaced by new.
+func replaceString(v any, old, new string) any {
+	switch x := v.(type) {
+	case string:
+		if x == old {
+			return new
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = replaceString(e, old, new)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = replaceString(e, old, new)
+		}
+	case []string:
+		for i, e := range x {
+			if e == old {
+				x[i] = new
 			}
 		}
-	case v1.TaskFailed:
-		out.Progress = 0
-		out.Error = st.Error
-		if out.Error == nil {
-			out.Error = &v1.TaskError{Code: "generation_failed", Message: "the generation failed"}
-		}
 	}
-	out.Billing = renderBilling(st.Billing)
-	if out.Billing != nil && out.Billing.Status == string(v1.BillingSettled) && st.Usage != nil {
-		out.Usage = renderUsage(st.Usage)
-	}
-	return out
-}
-
-func (m *Media) renderResult(ctx context.Context, t *v1.GenerationTask) *resultJSON {
-	res := &resultJSON{Type: t.Status.Result.Type, Data: []resultEntry{}}
-	ttl := 24 * time.Hour
-	if e := t.Status.ExpiresAt; e != nil {
-		ttl = max(e.Sub(m.Clock.Now()), time.Second)
-	}
-	for _, d := range t.Status.Result.Data {
-		u := d.URL
-		if key, ok := strings.CutPrefix(u, tasks.BlobScheme); ok {
-			signed, err := m.Blobs.SignedURL(ctx, key, ttl)
-			if err != nil {
-				log.FromContext(ctx).Error(err, "sign result URL", "task", t.Spec.TaskID)
-				continue
-			}
-			u = signed
-		}
-		res.Data = append(res.Data, resultEntry{URL: u})
-	}
-	return res
-}
-
-// renderBilling is the billing object: amounts only when settled or
-// refunded (refunded is always zero); omitted when unknown.
-func renderBilling(b *v1.TaskBilling) *billingJSON {
-	if b == nil {
-		return nil
-	}
-	out := &billingJSON{Status: string(b.Status)}
-	switch b.Status {
-	case v1.BillingSettled:
-		if b.Quota == nil {
-			return nil // no safe public value: omit the whole object
-		}
-		q := billing.Quota(*b.Quota)
-		out.Credits, out.CostUSD = q.CreditsString(), q.CostUSD()
-	case v1.BillingRefunded:
-		out.Credits, out.CostUSD = "0", "0"
-	}
-	return out
-}
-
-func renderUsage(u *v1.ImageTokenUsage) *usageJSON {
-	if u.InputTokens < 0 || u.OutputTokens < 0 || u.TotalTokens != u.InputTokens+u.OutputTokens {
-		return nil // not valid: omitted, never repaired
-	}
-	out := &usageJSON{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
-	if d := u.InputTokensDetails; d != nil {
-		out.InputTokensDetails = &inputDetails{TextTokens: d.TextTokens, ImageTokens: d.ImageTokens, CachedTokens: d.CachedTokens}
-		if c := d.CachedTokensDetails; c != nil {
-			out.InputTokensDetails.CachedTokensDetails = &tokenDetails{TextTokens: c.TextTokens, ImageTokens: c.ImageTokens}
-		}
-	}
-	if d := u.OutputTokensDetails; d != nil {
-		out.OutputTokensDetails = &tokenDetails{TextTokens: d.TextTokens, ImageTokens: d.ImageTokens}
-	}
-	return out
+	return v
 }

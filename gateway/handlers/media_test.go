@@ -2,8 +2,12 @@ package handlers_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"image"
 	"image/gif"
 	"image/png"
 	"io"
@@ -26,6 +30,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/uploads/uploadstest"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -383,6 +388,66 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "https://cdn.example/cat.png",
 			Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 50000)) // only the passed one: 2 s × 0.05 USD
+	})
+
+	It("checks uploaded reference images of the multi-image family by their content", func() {
+		upload := func(data []byte) string {
+			code, body := postMultipart("/v1/uploads/images", acct.Key, filePart("ref.png", "image/png", data))
+			Expect(code).To(Equal(200), "%v", body)
+			return body["data"].(map[string]any)["url"].(string)
+		}
+		good, tiny := upload(uploadstest.PNG(64, 48)), upload(uploadstest.PNG(10, 10))
+		code, sub, _ := call("POST", "/v1/images/generations", bearer(acct.Key),
+			map[string]any{"model": multi, "prompt": "like this", "image_urls": []string{good}})
+		Expect(code).To(Equal(200), "%v", sub)
+		await(acct, "images", sub["id"].(string))
+		before := remain(acct)
+		code, body, _ := call("POST", "/v1/images/generations", bearer(acct.Key),
+			map[string]any{"model": multi, "prompt": "like this", "image_urls": []string{good, tiny}})
+		Expect(code).To(Equal(400), "%v", body)
+		Expect(body["error"].(map[string]any)["message"]).To(ContainSubstring("width and height must be greater than 14 px (got 10x10)"))
+		Expect(remain(acct)).To(Equal(before), "a refused request reserves nothing")
+	})
+
+	It("stores an inline review image once per content and reviews it by digest", func() {
+		reviewed := mediaRoute("inline-reviewed", v1.ModelTypeVideo, v1.ProfileAllInOneVideo,
+			v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"})
+		route := &v1.ModelRoute{}
+		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: framework.SystemNamespace, Name: reviewed}, route)).To(Succeed())
+		route.Spec.PrivateAssetReview = true
+		route.Spec.Backends[0].Options["reviewDelay"] = "0s"
+		Expect(stack.Client.Update(ctx, route)).To(Succeed())
+
+		var buf bytes.Buffer
+		Expect(png.Encode(&buf, image.NewNRGBA(image.Rect(0, 0, 3, 2)))).To(Succeed())
+		raw := buf.Bytes()
+		sum := sha256.Sum256(raw)
+		digest := hex.EncodeToString(sum[:])
+		var id string
+		Eventually(func(g Gomega) { // until the gateway's cache has the switch on
+			code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": reviewed,
+				"private_asset_review": true, "duration": 2,
+				"image_with_roles": []map[string]any{{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(raw), "role": "first_frame"}}})
+			g.Expect(code).To(Equal(200), "%v", sub)
+			id = sub["id"].(string)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+
+		task := &v1.GenerationTask{}
+		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: tasks.ObjectName(id)}, task)).To(Succeed())
+		key := "tenants/" + acct.Namespace + "/review-assets/" + digest + ".png"
+		Expect(string(task.Spec.Request.Raw)).To(ContainSubstring(`"url":"`+tasks.BlobScheme+key+`"`),
+			"the stored copy's reference replaces the inline data in the task")
+		Expect(len(task.Spec.Request.Raw)).To(BeNumerically("<", 1024))
+		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "sha256:" + digest,
+			Type: "image", Role: "first_frame", State: "passed"}}))
+		r, err := stack.Blobs.Open(ctx, key)
+		Expect(err).NotTo(HaveOccurred())
+		stored, err := io.ReadAll(r)
+		Expect(r.Close()).To(Succeed())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(stored).To(Equal(raw), "the decoded image is stored")
 	})
 
 	It("answers a batch query of at most 100 IDs", func() {

@@ -50,10 +50,17 @@ const (
 // ReviewAsset is one asset that must pass private asset review before the
 // video is submitted. URLs are trimmed; an asset appears once per type and
 // URL (a repeated URL is reused with the role of its first use).
+//
+// An inline image (base64 or a data URI) has URL "sha256:<hex>" of its
+// decoded content, which Data holds (MimeType is its sniffed type); the
+// normalized request carries the same key in its place until the gateway
+// stores Data and substitutes the stored object's reference.
 type ReviewAsset struct {
-	Type AssetType `json:"type"`
-	URL  string    `json:"url"`
-	Role string    `json:"role"`
+	Type     AssetType `json:"type"`
+	URL      string    `json:"url"`
+	Role     string    `json:"role"`
+	Data     []byte    `json:"-"`
+	MimeType string    `json:"-"`
 }
 
 // Normalized is an accepted request: the request with defaults applied and

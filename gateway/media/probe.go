@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,13 @@ type HTTPImageProbe struct {
 	AllowPrivateNetworks bool
 	// UserAgent is sent when set.
 	UserAgent string
+	// LocalPrefix and Local serve URLs that start with LocalPrefix() in
+	// process: the gateway's own signed file links (uploaded reference
+	// images), which live on an address the private-network guard refuses
+	// and need no network round trip. Local checks the link's signature
+	// as it does for any client.
+	LocalPrefix func() string
+	Local       http.Handler
 
 	once sync.Once
 	dflt *http.Client
@@ -121,9 +129,76 @@ func (p *HTTPImageProbe) client() *http.Client {
 	if p.Client != nil {
 		return p.Client
 	}
-	p.once.Do(func() { p.dflt = p.newClient() })
+	p.once.Do(func() {
+		p.dflt = p.newClient()
+		if p.Local != nil && p.LocalPrefix != nil {
+			p.dflt.Transport = &localTransport{prefix: p.LocalPrefix, handler: p.Local, next: p.dflt.Transport}
+		}
+	})
 	return p.dflt
 }
+
+// localTransport answers requests under prefix() from handler, streaming
+// the body through a pipe, and sends the rest to next.
+type localTransport struct {
+	prefix  func() string
+	handler http.Handler
+	next    http.RoundTripper
+}
+
+func (t *localTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	prefix := t.prefix()
+	if prefix == "" || !strings.HasPrefix(req.URL.String(), prefix) {
+		return t.next.RoundTrip(req)
+	}
+	pr, pw := io.Pipe()
+	w := &pipeResponse{header: http.Header{}, body: pw, started: make(chan struct{})}
+	go func() {
+		defer func() { _ = pw.Close() }()
+		t.handler.ServeHTTP(w, req)
+		w.WriteHeader(http.StatusOK)
+	}()
+	select {
+	case <-w.started:
+	case <-req.Context().Done():
+		_ = pr.CloseWithError(req.Context().Err())
+		return nil, req.Context().Err()
+	}
+	resp := &http.Response{StatusCode: w.status, Status: http.StatusText(w.status), Header: w.sent, Body: pr,
+		ContentLength: -1, Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	if n, err := strconv.ParseInt(w.sent.Get("Content-Length"), 10, 64); err == nil {
+		resp.ContentLength = n
+	}
+	return resp, nil
+}
+
+// pipeResponse is an http.ResponseWriter whose body is read from a pipe.
+type pipeResponse struct {
+	header  http.Header
+	sent    http.Header
+	body    *io.PipeWriter
+	status  int
+	once    sync.Once
+	started chan struct{}
+}
+
+func (w *pipeResponse) Header() http.Header { return w.header }
+
+func (w *pipeResponse) WriteHeader(code int) {
+	w.once.Do(func() {
+		w.status = code
+		w.sent = w.header.Clone() // the response owns this copy; later handler writes cannot race it
+		close(w.started)
+	})
+}
+
+func (w *pipeResponse) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(b)
+}
+
+// Flush starts the response; the pipe delivers every write at once anyway.
+func (w *pipeResponse) Flush() { w.WriteHeader(http.StatusOK) }
 
 func (p *HTTPImageProbe) newClient() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}

@@ -219,3 +219,24 @@ func TestHTTPImageProbeStalledBody(t *testing.T) {
 	_, _, _, _, err := (&HTTPImageProbe{AllowPrivateNetworks: true, Timeout: 150 * time.Millisecond}).Probe(context.Background(), srv.URL)
 	g.Expect(err).To(MatchError(ContainSubstring("download failed")))
 }
+
+// The gateway's own file links are probed in process: no network (the
+// host does not even resolve), while every other URL keeps the guard.
+func TestHTTPImageProbeServesOwnLinksInProcess(t *testing.T) {
+	g := NewWithT(t)
+	srv := imageServer(t)
+	p := &HTTPImageProbe{LocalPrefix: func() string { return "http://gateway.invalid/" }, Local: srv.Config.Handler,
+		MaxBytes: 64 << 10, Timeout: 2 * time.Second}
+	ctx := context.Background()
+	w, h, format, size, err := p.Probe(ctx, "http://gateway.invalid/a.png")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]any{w, h, format}).To(Equal([]any{100, 50, "png"}))
+	g.Expect(size).To(BeNumerically(">", 0))
+	_, _, _, _, err = p.Probe(ctx, "http://gateway.invalid/missing.png")
+	g.Expect(err).To(MatchError(ContainSubstring("HTTP 404")))
+	_, _, _, size, err = p.Probe(ctx, "http://gateway.invalid/chunked/big.png")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(size).To(BeNumerically(">", 64<<10), "a body over the cap is cut off, not read whole")
+	_, _, _, _, err = p.Probe(ctx, srv.URL+"/a.png")
+	g.Expect(err).To(MatchError(ContainSubstring("address not allowed")), "other URLs still go through the guard")
+}

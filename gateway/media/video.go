@@ -68,6 +68,10 @@ type mediaRef struct {
 	url  string
 	role string
 	secs float64 // duration in seconds, 0 when not given
+	// data and mime are set for an inline image (review only); url is then
+	// its "sha256:<hex>" key.
+	data []byte
+	mime string
 }
 
 type videoRequest struct {
@@ -244,7 +248,7 @@ func (v *videoRequest) readFrames(body fields) *ValidationError {
 	}
 	seen := map[string]bool{}
 	for _, it := range items {
-		u, err := v.requiredURL(it, "url")
+		ref, err := v.requiredImage(it, "url")
 		if err != nil {
 			return err
 		}
@@ -259,12 +263,35 @@ func (v *videoRequest) readFrames(body fields) *ValidationError {
 			return invalid(it.path("role"), "image_with_roles may contain at most one %s", role)
 		}
 		seen[role] = true
-		v.frames = append(v.frames, mediaRef{path: it.path("url"), url: u, role: role})
+		ref.role = role
+		v.frames = append(v.frames, ref)
 	}
 	if seen[RoleLastFrame] && !seen[RoleFirstFrame] {
 		return invalid("image_with_roles", "image_with_roles: last_frame requires a first_frame; a last frame alone is not accepted")
 	}
 	return nil
+}
+
+// image validates one image value: a URL, or with review on also inline
+// data (rule 3), which is decoded and validated here and stored by the
+// gateway.
+func (v *videoRequest) image(path, raw string) (mediaRef, *ValidationError) {
+	if v.review && isInline(raw) {
+		return decodeInlineImage(path, raw)
+	}
+	u, err := v.url(path, raw)
+	return mediaRef{path: path, url: u}, err
+}
+
+func (v *videoRequest) requiredImage(it fields, key string) (mediaRef, *ValidationError) {
+	raw, ok, err := it.str(key)
+	if err != nil {
+		return mediaRef{}, err
+	}
+	if !ok {
+		return mediaRef{}, invalid(it.path(key), "%s is required", it.path(key))
+	}
+	return v.image(it.path(key), raw)
 }
 
 func (v *videoRequest) requiredURL(it fields, key string) (string, *ValidationError) {
@@ -313,11 +340,12 @@ func (v *videoRequest) readImages(body fields) *ValidationError {
 			if key == "image" {
 				p = key
 			}
-			u, err := v.url(p, raw)
+			ref, err := v.image(p, raw)
 			if err != nil {
 				return err
 			}
-			refs = append(refs, mediaRef{path: p, url: u, role: RoleReferenceImage})
+			ref.role = RoleReferenceImage
+			refs = append(refs, ref)
 		}
 		v.images[key] = refs
 	}
@@ -469,7 +497,7 @@ func (v *videoRequest) reviewAssets() ([]ReviewAsset, *ValidationError) {
 			continue // reused
 		}
 		typeOf[e.ref.url] = e.typ
-		out = append(out, ReviewAsset{Type: e.typ, URL: e.ref.url, Role: e.ref.role})
+		out = append(out, ReviewAsset{Type: e.typ, URL: e.ref.url, Role: e.ref.role, Data: e.ref.data, MimeType: e.ref.mime})
 	}
 	return out, nil
 }

@@ -1,6 +1,13 @@
 package media
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"image"
+	"image/png"
 	"strings"
 	"testing"
 
@@ -306,4 +313,56 @@ func TestVideoPixelSize(t *testing.T) {
 		w, h, ok := VideoPixelSize(tc.ratio, tc.res)
 		g.Expect([]any{w, h, ok}).To(Equal([]any{tc.w, tc.h, tc.ok}), "%s %s", tc.ratio, tc.res)
 	}
+}
+
+// tinyPNG is a real 1×1 PNG.
+func tinyPNG(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	img := image.NewNRGBA(image.Rect(0, 0, 1, 1))
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestVideoReviewInlineImages(t *testing.T) {
+	raw := tinyPNG(t)
+	sum := sha256.Sum256(raw)
+	key := "sha256:" + hex.EncodeToString(sum[:])
+	b64 := base64.StdEncoding.EncodeToString(raw)
+
+	for _, tc := range []struct{ name, body, role string }{
+		{"data URI reference image", `{"prompt":"p","reference_images":["data:image/png;base64,` + b64 + `"],"private_asset_review":true}`, RoleReferenceImage},
+		{"raw base64 first frame", `{"image_with_roles":[{"url":"` + b64 + `","role":"first_frame"}],"private_asset_review":true}`, RoleFirstFrame},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n, req := accept(t, video, tc.body, reviewOn)
+			g.Expect(n.ReviewAssets).To(HaveLen(1))
+			a := n.ReviewAssets[0]
+			g.Expect(a.URL).To(Equal(key), "keyed by the digest of the decoded content")
+			g.Expect(a.Data).To(Equal(raw))
+			g.Expect(a.MimeType).To(Equal("image/png"))
+			g.Expect(a.Role).To(Equal(tc.role))
+			g.Expect(fmt.Sprint(req)).To(ContainSubstring(key), "the key stands in for the data")
+			g.Expect(fmt.Sprint(req)).NotTo(ContainSubstring(b64[:20]))
+		})
+	}
+
+	// The same content twice, once as a data URI and once raw, is one asset.
+	g := NewWithT(t)
+	n, _ := accept(t, video, `{"prompt":"p","reference_images":["data:image/png;base64,`+b64+`","`+b64+`"],"private_asset_review":true}`, reviewOn)
+	g.Expect(n.ReviewAssets).To(HaveLen(1))
+
+	text := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("not an image at all ", 4)))
+	runRejects(t, video, []reject{
+		{name: "inline data that is not an image", body: `{"prompt":"p","reference_images":["data:image/png;base64,` + text + `"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "is not a PNG, JPEG, WebP, GIF or BMP image"},
+		{name: "empty data URI", body: `{"prompt":"p","reference_images":["data:image/png;base64,"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "the inline image is empty"},
+		{name: "data URI that is not base64", body: `{"prompt":"p","reference_images":["data:image/png,rawbytes"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "data:image/<type>;base64,<data>"},
+		{name: "corrupt base64", body: `{"prompt":"p","reference_images":["data:image/png;base64,!!!!"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "is not valid base64 image data"},
+		{name: "inline image over 20 MiB", body: `{"prompt":"p","reference_images":["data:image/png;base64,` + strings.Repeat("A", (20<<20)/3*4+8) + `"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "at most 20 MiB"},
+		{name: "inline image without review", body: `{"prompt":"p","reference_images":["data:image/png;base64,` + b64 + `"]}`, opts: reviewOn, param: "reference_images[0]", msg: "upload the file first"},
+		{name: "inline audio under review", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"audio_with_roles":[{"url":"data:audio/mp3;base64,AAAA"}],"private_asset_review":true}`, opts: reviewOn, param: "audio_with_roles[0].url", msg: "upload the file first"},
+	})
 }

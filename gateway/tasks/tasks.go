@@ -50,11 +50,14 @@ type Submission struct {
 	ReviewAssets []ReviewAsset `json:"reviewAssets,omitempty"`
 }
 
-// ReviewAsset is one asset under private asset review.
+// ReviewAsset is one asset under private asset review. URL is the asset's
+// URL, or "sha256:<hex>" of an inline image's decoded content, which the
+// gateway stored at BlobKey.
 type ReviewAsset struct {
-	Type string `json:"type"`
-	URL  string `json:"url"`
-	Role string `json:"role,omitempty"`
+	Type    string `json:"type"`
+	URL     string `json:"url"`
+	Role    string `json:"role,omitempty"`
+	BlobKey string `json:"blobKey,omitempty"`
 }
 
 // AssetRef is how an asset is recorded: its URL, or "sha256:<hex>" of

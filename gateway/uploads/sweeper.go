@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/modelgate/modelgate/gateway/internal/periodic"
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
@@ -98,20 +99,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 // controller-runtime Runnable.
 func (s *Sweeper) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("upload-sweeper")
-	t := s.Clock.NewTicker(s.interval())
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, s.Clock, s.interval(), func(ctx context.Context) {
 		if n, err := s.Sweep(ctx); err != nil {
 			logger.Error(err, "sweep expired uploads", "deleted", n)
 		} else if n > 0 {
 			logger.V(1).Info("swept expired uploads", "deleted", n)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-		}
-	}
+	})
+	return nil
 }
 
 // NeedLeaderElection is false: every replica sweeps.

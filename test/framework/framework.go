@@ -74,6 +74,9 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme,
+		// kube-apiserver drains for a while on SIGTERM; on a busy 2-core
+		// machine that can exceed envtest's 20 s default.
+		ControlPlaneStopTimeout: time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -20,10 +20,12 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks/upstream"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
 
@@ -40,8 +42,10 @@ type Stack struct {
 	// DSN is the ledger's DSN.
 	DSN     string
 	BaseURL string
-	cancel  context.CancelFunc
-	done    chan error
+	// Blobs is the blob store the controllers and the gateway share.
+	Blobs  *blob.Store
+	cancel context.CancelFunc
+	done   chan error
 }
 
 // StackOptions configure StartStack.
@@ -113,12 +117,13 @@ func (s *Stack) start(o StackOptions) error {
 	if gwOpts.Blobs, err = wire.OpenBlobs(gwOpts, func() string { return s.BaseURL }); err != nil {
 		return err
 	}
+	s.Blobs = gwOpts.Blobs
 	sync := o.SyncPeriod
 	if sync <= 0 {
 		sync = time.Second // tests watch mirrored figures move
 	}
 	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: sync,
-		KnownProvider: func(name string) bool { _, ok := providers.Get(name); return ok }, Blobs: gwOpts.Blobs}); err != nil {
+		KnownProvider: knownProvider, Blobs: gwOpts.Blobs}); err != nil {
 		return err
 	}
 	gw, err := wire.Gateway(mgr, s.Ledger, gwOpts)
@@ -218,4 +223,14 @@ func (s *Stack) WaitReady(ctx context.Context, obj client.Object) error {
 		}
 		return meta.IsStatusConditionTrue(conds, v1.ConditionReady), nil
 	})
+}
+
+// knownProvider accepts the text providers and the media adapters, as the
+// manager binary does.
+func knownProvider(name string) bool {
+	if _, ok := providers.Get(name); ok {
+		return true
+	}
+	_, ok := upstream.Get(name)
+	return ok
 }

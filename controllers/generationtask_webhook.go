@@ -1,0 +1,144 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/webhook"
+)
+
+// Webhook event types: one final event per task.
+const (
+	EventTaskCompleted = "task.completed"
+	EventTaskFailed    = "task.failed"
+
+	// defaultWebhookAttempts applies when the Tenant leaves maxAttempts unset.
+	defaultWebhookAttempts = 7
+)
+
+// WebhookEvent is the body of a task webhook: an event envelope in the
+// OpenAI webhook style whose data is the task exactly as the task query
+// returns it, billing included (data.billing).
+type WebhookEvent struct {
+	Object    string     `json:"object"`
+	ID        string     `json:"id"`
+	Type      string     `json:"type"`
+	CreatedAt int64      `json:"created_at"`
+	Data      tasks.View `json:"data"`
+}
+
+// EventID is a task's webhook-id: stable across retries so receivers can
+// drop duplicates.
+func EventID(taskID string) string { return "evt_" + strings.TrimPrefix(taskID, "task_") }
+
+// deliverWebhook makes the next delivery attempt of a final task's event
+// when one is due, and reports when to come back (0: nothing left to do).
+// The delivery state lives in status.webhook, so a restarted manager
+// continues the schedule instead of starting over.
+func (r *GenerationTaskReconciler) deliverWebhook(ctx context.Context, t *v1.GenerationTask, now time.Time) time.Duration {
+	d := t.Status.Webhook
+	if d != nil && d.State != v1.WebhookPending {
+		return 0
+	}
+	tenant, err := r.tenantOf(ctx, t)
+	if err != nil || tenant == nil || tenant.Spec.Webhook == nil {
+		if err != nil {
+			log.FromContext(ctx).Error(err, "find the task's tenant for its webhook", "task", t.Spec.TaskID)
+			return maxPoll
+		}
+		return 0 // no webhook configured
+	}
+	if d == nil {
+		d = &v1.WebhookDelivery{ID: EventID(t.Spec.TaskID), State: v1.WebhookPending}
+		t.Status.Webhook = d
+	}
+	if at := d.NextAttemptAt; at != nil && now.Before(at.Time) {
+		return at.Sub(now)
+	}
+	spec := tenant.Spec.Webhook
+	maxAttempts := spec.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = defaultWebhookAttempts
+	}
+	res := r.sendWebhook(ctx, t, spec, d.ID, now)
+	d.Attempts++
+	d.LastStatusCode = int32(res.StatusCode)
+	if res.Err == nil {
+		at := metav1.NewTime(now)
+		d.State, d.LastError, d.NextAttemptAt, d.DeliveredAt = v1.WebhookDelivered, "", nil, &at
+		return 0
+	}
+	d.LastError = res.Err.Error()
+	if d.Attempts >= maxAttempts {
+		d.State, d.NextAttemptAt = v1.WebhookFailed, nil
+		log.FromContext(ctx).Info("webhook gave up", "task", t.Spec.TaskID, "attempts", d.Attempts, "reason", d.LastError)
+		return 0
+	}
+	wait := roundUp(webhook.RetryAfter(d.Attempts))
+	next := metav1.NewTime(now.Add(wait))
+	d.NextAttemptAt = &next
+	return wait
+}
+
+// sendWebhook builds, signs and posts the event.
+func (r *GenerationTaskReconciler) sendWebhook(ctx context.Context, t *v1.GenerationTask, spec *v1.WebhookSpec, id string, now time.Time) webhook.Result {
+	key, err := r.webhookKey(ctx, t.Namespace, spec.SecretRef)
+	if err != nil {
+		return webhook.Result{Err: err}
+	}
+	ev := WebhookEvent{Object: "event", ID: id, Type: EventTaskCompleted, CreatedAt: now.Unix(),
+		Data: tasks.Render(ctx, t, r.Blobs, now)}
+	if t.Status.CompletedAt != nil {
+		ev.CreatedAt = t.Status.CompletedAt.Unix() // the same body on every retry
+	}
+	if t.Status.Phase == v1.TaskFailed {
+		ev.Type = EventTaskFailed
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return webhook.Result{Err: err}
+	}
+	return r.Webhooks.Send(ctx, spec.URL, key, id, body, now)
+}
+
+// webhookKey reads the signing secret from the tenant's namespace.
+func (r *GenerationTaskReconciler) webhookKey(ctx context.Context, ns string, ref v1.SecretKeyRef) ([]byte, error) {
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("webhook signing secret %s does not exist", ref.Name)
+		}
+		return nil, fmt.Errorf("webhook signing secret %s: %w", ref.Name, err)
+	}
+	raw, ok := s.Data[ref.Key]
+	if !ok {
+		return nil, fmt.Errorf("webhook signing secret %s has no key %q", ref.Name, ref.Key)
+	}
+	return webhook.Key(string(raw))
+}
+
+// tenantOf is the Tenant whose account owns the task: the one in the
+// task's namespace with the task's ledger user ID.
+func (r *GenerationTaskReconciler) tenantOf(ctx context.Context, t *v1.GenerationTask) (*v1.Tenant, error) {
+	var list v1.TenantList
+	if err := r.Client.List(ctx, &list, client.InNamespace(t.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Status.UserID == t.Spec.UserID {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,178 @@
+// Package webhook signs, sends and verifies task webhooks in the Standard
+// Webhooks style (https://www.standardwebhooks.com), the scheme OpenAI's
+// webhooks also use:
+//
+//	webhook-id:        the event ID, the same on every retry
+//	webhook-timestamp: Unix seconds of this attempt
+//	webhook-signature: "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body))
+//
+// The key is the base64 part of a "whsec_…" secret, or the secret's bytes
+// when it has no such prefix.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Header names.
+const (
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
+)
+
+// MinSecretBytes is the shortest signing key accepted.
+const MinSecretBytes = 16
+
+// secretPrefix marks a base64-encoded Standard Webhooks secret.
+const secretPrefix = "whsec_"
+
+// Key returns the HMAC key of a signing secret.
+func Key(secret string) ([]byte, error) {
+	secret = strings.TrimSpace(secret)
+	key := []byte(secret)
+	if b64, ok := strings.CutPrefix(secret, secretPrefix); ok {
+		var err error
+		if key, err = base64.StdEncoding.DecodeString(b64); err != nil {
+			return nil, fmt.Errorf("webhook secret: the part after %q is not base64", secretPrefix)
+		}
+	}
+	if len(key) < MinSecretBytes {
+		return nil, fmt.Errorf("webhook secret: at least %d bytes are required", MinSecretBytes)
+	}
+	return key, nil
+}
+
+// Sign returns the webhook-signature value of one attempt.
+func Sign(key []byte, id string, ts time.Time, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write([]byte(strconv.FormatInt(ts.Unix(), 10)))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// Verification errors.
+var (
+	ErrMissingHeaders = errors.New("webhook: missing webhook-id, webhook-timestamp or webhook-signature")
+	ErrTimestamp      = errors.New("webhook: timestamp outside the tolerance")
+	ErrSignature      = errors.New("webhook: no signature matches")
+)
+
+// Verify checks a received webhook as a receiver should: the timestamp is
+// within tolerance of now and one of the space-separated signatures matches.
+func Verify(key []byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	id, tsText, sigs := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
+	if id == "" || tsText == "" || sigs == "" {
+		return ErrMissingHeaders
+	}
+	sec, err := strconv.ParseInt(tsText, 10, 64)
+	if err != nil {
+		return ErrTimestamp
+	}
+	ts := time.Unix(sec, 0)
+	if d := now.Sub(ts); d > tolerance || d < -tolerance {
+		return ErrTimestamp
+	}
+	want := Sign(key, id, ts, body)
+	for _, s := range strings.Fields(sigs) {
+		if hmac.Equal([]byte(s), []byte(want)) {
+			return nil
+		}
+	}
+	return ErrSignature
+}
+
+// Retry schedule: the wait after attempt n (1-based) is backoff[n-1] with
+// ±20% jitter; later attempts reuse the last step.
+var backoff = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute}
+
+// RetryAfter is the wait before the attempt that follows attempt n.
+func RetryAfter(n int32) time.Duration {
+	step := backoff[min(max(int(n), 1), len(backoff))-1]
+	jitter := time.Duration((rand.Float64()*0.4 - 0.2) * float64(step))
+	return step + jitter
+}
+
+// Sender posts events. The zero value uses a client with a 10 s timeout
+// that does not follow redirects (a redirect is not an acknowledgement).
+type Sender struct {
+	Client    *http.Client
+	UserAgent string
+}
+
+// Result is the outcome of one attempt.
+type Result struct {
+	// StatusCode is the receiver's HTTP status; 0 when none was received.
+	StatusCode int
+	// Err is set unless the receiver answered 2xx. It never contains the
+	// signing secret.
+	Err error
+}
+
+// Send makes one signed delivery attempt at now.
+func (s *Sender) Send(ctx context.Context, url string, key []byte, id string, body []byte, now time.Time) Result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return Result{Err: fmt.Errorf("webhook request: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderSignature, Sign(key, id, now, body))
+	if s.UserAgent != "" {
+		req.Header.Set("User-Agent", s.UserAgent)
+	}
+	resp, err := s.client().Do(req)
+	if err != nil {
+		return Result{Err: describe(err)}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return Result{StatusCode: resp.StatusCode, Err: fmt.Errorf("webhook receiver answered HTTP %d", resp.StatusCode)}
+	}
+	return Result{StatusCode: resp.StatusCode}
+}
+
+var defaultClient = &http.Client{
+	Timeout:       10 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func (s *Sender) client() *http.Client {
+	if s.Client != nil {
+		return s.Client
+	}
+	return defaultClient
+}
+
+// describe turns a transport error into a short reason without the
+// receiver's address (status fields and logs carry no IPs).
+func describe(err error) error {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return errors.New("webhook receiver did not answer in time")
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return errors.New("webhook receiver could not be reached")
+	default:
+		return errors.New("webhook request failed before an answer")
+	}
+}

@@ -1,0 +1,140 @@
+package webhook_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/gateway/webhook"
+)
+
+// The published Standard Webhooks test vector: any conforming receiver
+// library accepts what Sign produces.
+func TestSignMatchesStandardWebhooksVector(t *testing.T) {
+	key, err := webhook.Key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := webhook.Sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Fatalf("signature %q, want %q", got, want)
+	}
+}
+
+func TestKey(t *testing.T) {
+	for _, tc := range []struct {
+		secret string
+		ok     bool
+		n      int
+	}{
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true, 24},
+		{"a-plain-secret-of-32-bytes-long!", true, 32},
+		{"short", false, 0},
+		{"whsec_not*base64", false, 0},
+		{"whsec_c2hvcnQ=", false, 0}, // decodes to 5 bytes
+	} {
+		key, err := webhook.Key(tc.secret)
+		if (err == nil) != tc.ok || len(key) != tc.n {
+			t.Errorf("Key(%q) = %d bytes, %v; want ok=%v with %d bytes", tc.secret, len(key), err, tc.ok, tc.n)
+		}
+		if err != nil && strings.Contains(err.Error(), tc.secret) {
+			t.Errorf("error %q repeats the secret", err)
+		}
+	}
+}
+
+func TestSendVerifies(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	body := []byte(`{"type":"task.completed"}`)
+	now := time.Now()
+	var verr error
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := io.ReadAll(r.Body)
+		verr = webhook.Verify(key, r.Header, got, time.Now(), 5*time.Minute)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	res := (&webhook.Sender{}).Send(context.Background(), srv.URL, key, "evt_1", body, now)
+	if res.Err != nil || res.StatusCode != http.StatusNoContent {
+		t.Fatalf("send: %+v", res)
+	}
+	if verr != nil {
+		t.Fatalf("receiver could not verify: %v", verr)
+	}
+}
+
+func TestVerifyRejects(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	body := []byte(`{"a":1}`)
+	ts := time.Unix(1_700_000_000, 0)
+	good := http.Header{}
+	good.Set(webhook.HeaderID, "evt_1")
+	good.Set(webhook.HeaderTimestamp, "1700000000")
+	good.Set(webhook.HeaderSignature, "v1,bogus "+webhook.Sign(key, "evt_1", ts, body))
+	if err := webhook.Verify(key, good, body, ts.Add(time.Minute), 5*time.Minute); err != nil {
+		t.Fatalf("a list with one valid signature: %v", err)
+	}
+	if err := webhook.Verify(key, good, []byte(`{"a":2}`), ts, 5*time.Minute); err != webhook.ErrSignature {
+		t.Errorf("changed body: %v", err)
+	}
+	if err := webhook.Verify([]byte("another-key-of-sixteen"), good, body, ts, 5*time.Minute); err != webhook.ErrSignature {
+		t.Errorf("other key: %v", err)
+	}
+	if err := webhook.Verify(key, good, body, ts.Add(10*time.Minute), 5*time.Minute); err != webhook.ErrTimestamp {
+		t.Errorf("replayed late: %v", err)
+	}
+	replayed := good.Clone()
+	replayed.Set(webhook.HeaderID, "evt_2")
+	if err := webhook.Verify(key, replayed, body, ts, 5*time.Minute); err != webhook.ErrSignature {
+		t.Errorf("other id: %v", err)
+	}
+	if err := webhook.Verify(key, http.Header{}, body, ts, 5*time.Minute); err != webhook.ErrMissingHeaders {
+		t.Errorf("no headers: %v", err)
+	}
+}
+
+func TestSendFailures(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	s := &webhook.Sender{}
+	if res := s.Send(context.Background(), srv.URL, key, "evt", nil, time.Now()); res.StatusCode != http.StatusFound || res.Err == nil {
+		t.Errorf("a redirect is not an acknowledgement: %+v", res)
+	}
+	if res := s.Send(context.Background(), srv.URL, key, "evt", nil, time.Now()); res.StatusCode != 500 || res.Err == nil {
+		t.Errorf("500: %+v", res)
+	}
+	// A closed port: the reason names no address.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	res := s.Send(context.Background(), "http://"+addr+"/hook", key, "evt", nil, time.Now())
+	if res.Err == nil || strings.Contains(res.Err.Error(), "127.0.0.1") {
+		t.Errorf("unreachable receiver: %+v", res)
+	}
+}
+
+func TestRetryAfterBacksOffWithJitter(t *testing.T) {
+	steps := []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, 30 * time.Minute}
+	for i, step := range steps {
+		for range 20 {
+			d := webhook.RetryAfter(int32(i + 1))
+			if d < step*8/10 || d > step*12/10 {
+				t.Fatalf("wait after attempt %d is %v, want %v ± 20%%", i+1, d, step)
+			}
+		}
+	}
+}
