@@ -62,6 +62,7 @@ type Store struct {
 	clock        Clock
 	queryTimeout time.Duration
 	cursorKey    []byte
+	stmts        stmtCache // the usage writer's prepared statements
 }
 
 // Option configures Open.
@@ -83,6 +84,7 @@ func WithQueryTimeout(d time.Duration) Option { return func(s *Store) { s.queryT
 //	sqlite://:memory:                                   (one connection; tests)
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	s := &Store{clock: realClock{}, queryTimeout: 5 * time.Second}
+	s.stmts.queries = s.usageQueries
 	for _, o := range opts {
 		o(s)
 	}
@@ -220,7 +222,7 @@ func (s *Store) loadCursorKey(ctx context.Context) error {
 
 // Close closes the database handles.
 func (s *Store) Close() error {
-	var errs []error
+	errs := []error{s.stmts.close()}
 	if s.rdb != nil && s.rdb != s.db {
 		errs = append(errs, s.rdb.Close())
 	}

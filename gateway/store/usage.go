@@ -50,10 +50,6 @@ const usageInsertCols = `request_id, created_at, user_id, token_id, token_name, 
 
 const usageColCount = 16
 
-// usageChunk bounds the rows of one INSERT statement: 16 × 1000 parameters
-// stay under both PostgreSQL's 65535 and SQLite's 32766 limits.
-const usageChunk = 1000
-
 // InsertUsage writes rows in one transaction and returns how many were new.
 // A row whose request ID is already present is skipped, so replaying a batch
 // never duplicates a row nor charges twice. For new rows with Charge.Apply,
@@ -64,10 +60,14 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 		return 0, nil
 	}
 	rows = s.withDefaults(rows)
+	// Prepared outside the transaction; when that fails (database down) the
+	// statements run unprepared, and most likely fail the same way.
+	_ = s.stmts.prepare(ctx, s.db)
 	inserted := 0
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var added, charged []UsageRow
-		for chunk := range slices.Chunk(rows, usageChunk) {
+		err := eachChunk(len(rows), func(lo, hi int) error {
+			chunk := rows[lo:hi]
 			fresh, err := s.insertUsageChunk(ctx, tx, chunk)
 			if err != nil {
 				return err
@@ -84,6 +84,10 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 					charged = append(charged, r)
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		inserted = len(added)
 		if err := s.applyCharges(ctx, tx, charged); err != nil {
@@ -113,21 +117,37 @@ func (s *Store) withDefaults(rows []UsageRow) []UsageRow {
 	return out
 }
 
+// usageQueries are the statements the usage writer prepares: each
+// multi-row statement in every size of chunkSizes.
+func (s *Store) usageQueries() []string {
+	var qs []string
+	for _, n := range chunkSizes {
+		qs = append(qs, s.insertUsageSQL(n), s.drawLeasesSQL(n), s.hourlySQL(n),
+			s.lockFlagsSQL("tokens", "token_id", n), s.lockFlagsSQL("tenants", "user_id", n),
+			s.addDeltasSQL("tokens", "token_id", n), s.addDeltasSQL("tenants", "user_id", n))
+	}
+	return qs
+}
+
+// rowsList is "(?,…,?),(…)": n rows of cols parameters.
+func rowsList(n, cols int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
+	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
+}
+
+func (s *Store) insertUsageSQL(n int) string {
+	return s.q(`INSERT INTO usage_logs (` + usageInsertCols + `) VALUES ` + rowsList(n, usageColCount) +
+		` ON CONFLICT (request_id) DO NOTHING RETURNING request_id`)
+}
+
 func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRow) (map[string]bool, error) {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO usage_logs (` + usageInsertCols + `) VALUES `)
 	args := make([]any, 0, len(rows)*usageColCount)
-	for i, r := range rows {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+	for _, r := range rows {
 		args = append(args, r.RequestID, r.CreatedAt, r.UserID, r.TokenID, r.TokenName, r.ModelName, r.TaskID,
 			r.PromptTokens, r.CompletionTokens, r.CacheTokens, r.CacheCreationTokens, r.ReportedTotalTokens,
 			r.PromptTokens+r.CompletionTokens, r.BillingPhase, int64(r.Quota), r.Backend)
 	}
-	b.WriteString(` ON CONFLICT (request_id) DO NOTHING RETURNING request_id`)
-	res, err := tx.QueryContext(ctx, s.q(b.String()), args...)
+	res, err := s.txQuery(ctx, tx, s.insertUsageSQL(len(rows)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("insert usage: %w", err)
 	}
@@ -213,34 +233,37 @@ func (s *Store) drawLeases(ctx context.Context, tx *sql.Tx, draws map[leaseKey]i
 	}
 	slices.SortFunc(keys, func(a, b leaseKey) int { return cmp.Compare(a.leaseID, b.leaseID) })
 	drawn := make(map[leaseKey]bool, len(keys))
-	for chunk := range slices.Chunk(keys, usageChunk) {
+	err := eachChunk(len(keys), func(lo, hi int) error {
+		chunk := keys[lo:hi]
 		args := make([]any, 0, 3*len(chunk))
 		for _, k := range chunk {
 			args = append(args, k.leaseID, k.tokenID, draws[k])
 		}
-		rows, err := tx.QueryContext(ctx, s.q(`WITH v (lease_id, token_id, q) AS (VALUES `+valuesList(len(chunk), 3)+`)
-			UPDATE leases SET remaining = leases.remaining - v.q FROM v
-			WHERE leases.lease_id = v.lease_id AND leases.token_id = v.token_id
-			RETURNING leases.lease_id, leases.token_id`), args...)
+		rows, err := s.txQuery(ctx, tx, s.drawLeasesSQL(len(chunk)), args...)
 		if err != nil {
-			return nil, fmt.Errorf("charge leases: %w", err)
+			return fmt.Errorf("charge leases: %w", err)
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var k leaseKey
 			if err := rows.Scan(&k.leaseID, &k.tokenID); err != nil {
-				_ = rows.Close()
-				return nil, fmt.Errorf("charge leases: %w", err)
+				return fmt.Errorf("charge leases: %w", err)
 			}
 			drawn[k] = true
 		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("charge leases: %w", err)
-		}
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("charge leases: %w", err)
+			return fmt.Errorf("charge leases: %w", err)
 		}
-	}
-	return drawn, nil
+		return nil
+	})
+	return drawn, err
+}
+
+func (s *Store) drawLeasesSQL(n int) string {
+	return s.q(`WITH v (lease_id, token_id, q) AS (VALUES ` + valuesList(n, 3) + `)
+		UPDATE leases SET remaining = leases.remaining - v.q FROM v
+		WHERE leases.lease_id = v.lease_id AND leases.token_id = v.token_id
+		RETURNING leases.lease_id, leases.token_id`)
 }
 
 // valuesList is the body of a VALUES list of n rows of cols BIGINT
@@ -248,15 +271,7 @@ func (s *Store) drawLeases(ctx context.Context, tx *sql.Tx, draws map[leaseKey]i
 // for PostgreSQL.
 func valuesList(n, cols int) string {
 	row := "(" + strings.TrimSuffix(strings.Repeat("CAST(? AS BIGINT),", cols), ",") + ")"
-	var b strings.Builder
-	b.Grow(n * (len(row) + 1))
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(row)
-	}
-	return b.String()
+	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
 // lockFlags locks the rows of table with the given IDs (in ID order) and
@@ -264,26 +279,34 @@ func valuesList(n, cols int) string {
 func (s *Store) lockFlags(ctx context.Context, tx *sql.Tx, table, idCol string, ids []int64) (map[int64]bool, error) {
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	marks := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
-	rows, err := tx.QueryContext(ctx, s.q(`SELECT `+idCol+`, unlimited FROM `+table+` WHERE `+idCol+` IN (`+marks+`) ORDER BY `+idCol+s.forUpdate()), args...)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", table, err)
-	}
-	defer rows.Close()
 	flags := make(map[int64]bool, len(ids))
-	for rows.Next() {
-		var id int64
-		var unlimited bool
-		if err := rows.Scan(&id, &unlimited); err != nil {
-			return nil, fmt.Errorf("lock %s: %w", table, err)
+	// Chunks in ascending order keep the locks in ID order.
+	err := eachChunk(len(ids), func(lo, hi int) error {
+		args := make([]any, hi-lo)
+		for i, id := range ids[lo:hi] {
+			args[i] = id
 		}
-		flags[id] = unlimited
-	}
-	return flags, rows.Err()
+		rows, err := s.txQuery(ctx, tx, s.lockFlagsSQL(table, idCol, hi-lo), args...)
+		if err != nil {
+			return fmt.Errorf("lock %s: %w", table, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var unlimited bool
+			if err := rows.Scan(&id, &unlimited); err != nil {
+				return fmt.Errorf("lock %s: %w", table, err)
+			}
+			flags[id] = unlimited
+		}
+		return rows.Err()
+	})
+	return flags, err
+}
+
+func (s *Store) lockFlagsSQL(table, idCol string, n int) string {
+	marks := strings.TrimSuffix(strings.Repeat("?,", n), ",")
+	return s.q(`SELECT ` + idCol + `, unlimited FROM ` + table + ` WHERE ` + idCol + ` IN (` + marks + `) ORDER BY ` + idCol + s.forUpdate())
 }
 
 // addBalances adds the remain and used deltas to tokens and tenants, one
@@ -298,19 +321,23 @@ func (s *Store) addBalances(ctx context.Context, tx *sql.Tx, tokRemain, tokUsed,
 // addDeltas runs remain_quota += remain[id], used_quota += used[id] on the
 // rows of table whose idCol is a key of used.
 func (s *Store) addDeltas(ctx context.Context, tx *sql.Tx, table, idCol string, remain, used map[int64]int64) error {
-	for chunk := range slices.Chunk(sortedKeys(used), usageChunk) {
-		args := make([]any, 0, 3*len(chunk))
-		for _, id := range chunk {
+	ids := sortedKeys(used)
+	return eachChunk(len(ids), func(lo, hi int) error {
+		args := make([]any, 0, 3*(hi-lo))
+		for _, id := range ids[lo:hi] {
 			args = append(args, id, remain[id], used[id])
 		}
-		_, err := tx.ExecContext(ctx, s.q(`WITH v (id, dr, du) AS (VALUES `+valuesList(len(chunk), 3)+`)
-			UPDATE `+table+` SET remain_quota = `+table+`.remain_quota + v.dr, used_quota = `+table+`.used_quota + v.du
-			FROM v WHERE `+table+`.`+idCol+` = v.id`), args...)
-		if err != nil {
+		if _, err := s.txExec(ctx, tx, s.addDeltasSQL(table, idCol, hi-lo), args...); err != nil {
 			return fmt.Errorf("charge %s: %w", table, err)
 		}
-	}
-	return nil
+		return nil
+	})
+}
+
+func (s *Store) addDeltasSQL(table, idCol string, n int) string {
+	return s.q(`WITH v (id, dr, du) AS (VALUES ` + valuesList(n, 3) + `)
+		UPDATE ` + table + ` SET remain_quota = ` + table + `.remain_quota + v.dr, used_quota = ` + table + `.used_quota + v.du
+		FROM v WHERE ` + table + `.` + idCol + ` = v.id`)
 }
 
 func sortedKeys(m map[int64]int64) []int64 {
@@ -357,28 +384,26 @@ func (s *Store) addHourly(ctx context.Context, tx *sql.Tx, rows []UsageRow) erro
 		}
 		return cmp.Compare(a.tokenID, b.tokenID)
 	})
-	for chunk := range slices.Chunk(keys, usageChunk) {
-		var b strings.Builder
-		b.WriteString(`INSERT INTO usage_hourly (user_id, hour_start, token_id, request_count, prompt_tokens, completion_tokens, quota) VALUES `)
-		args := make([]any, 0, len(chunk)*7)
-		for i, k := range chunk {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(`(?,?,?,?,?,?,?)`)
+	return eachChunk(len(keys), func(lo, hi int) error {
+		args := make([]any, 0, (hi-lo)*7)
+		for _, k := range keys[lo:hi] {
 			v := sums[k]
 			args = append(args, k.userID, k.hourStart, k.tokenID, v.count, v.prompt, v.completion, v.quota)
 		}
-		b.WriteString(` ON CONFLICT (user_id, hour_start, token_id) DO UPDATE SET
+		if _, err := s.txExec(ctx, tx, s.hourlySQL(hi-lo), args...); err != nil {
+			return fmt.Errorf("update hourly usage: %w", err)
+		}
+		return nil
+	})
+}
+
+func (s *Store) hourlySQL(n int) string {
+	return s.q(`INSERT INTO usage_hourly (user_id, hour_start, token_id, request_count, prompt_tokens, completion_tokens, quota)
+		VALUES ` + rowsList(n, 7) + ` ON CONFLICT (user_id, hour_start, token_id) DO UPDATE SET
 			request_count = usage_hourly.request_count + excluded.request_count,
 			prompt_tokens = usage_hourly.prompt_tokens + excluded.prompt_tokens,
 			completion_tokens = usage_hourly.completion_tokens + excluded.completion_tokens,
 			quota = usage_hourly.quota + excluded.quota`)
-		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
-			return fmt.Errorf("update hourly usage: %w", err)
-		}
-	}
-	return nil
 }
 
 // hourFloor is the start of the UTC hour containing the Unix time t.
