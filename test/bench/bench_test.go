@@ -169,3 +169,11 @@ func TestHarnessSmoke(t *testing.T) {
 		}
 	}
 }
+
+func TestResultMerge(t *testing.T) {
+	a := Result{OK: 2, Elapsed: time.Second, Latencies: []time.Duration{1, 5}}
+	a.Merge(Result{OK: 1, Failed: 1, Elapsed: time.Second, Latencies: []time.Duration{3}, Errors: map[string]int{"x": 1}})
+	if a.OK != 3 || a.Failed != 1 || a.RPS() != 1.5 || a.Pct(50) != 3 || a.Errors["x"] != 1 {
+		t.Fatalf("merged: %+v", a)
+	}
+}

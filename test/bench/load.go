@@ -36,6 +36,22 @@ type Result struct {
 	Errors     map[string]int  // failure reason -> count
 }
 
+// Merge adds another run of the same target: counts, elapsed time and
+// latencies (kept sorted).
+func (r *Result) Merge(o Result) {
+	r.OK += o.OK
+	r.Failed += o.Failed
+	r.Elapsed += o.Elapsed
+	r.Latencies = append(r.Latencies, o.Latencies...)
+	slices.Sort(r.Latencies)
+	if r.Errors == nil {
+		r.Errors = map[string]int{}
+	}
+	for k, n := range o.Errors {
+		r.Errors[k] += n
+	}
+}
+
 // RPS is successful requests per second.
 func (r Result) RPS() float64 { return float64(r.OK) / r.Elapsed.Seconds() }
 

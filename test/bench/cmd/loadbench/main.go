@@ -51,6 +51,7 @@ func main() {
 		syncPeriod = flag.Duration("sync-period", 0, "controllers' ledger mirror period (0: production default)")
 		profDir    = flag.String("cpuprofile", "", "write CPU profiles of the gateway phases into this directory")
 		modes      = flag.String("modes", "json,stream", "comma-separated: json, stream")
+		rounds     = flag.Int("rounds", 5, "split each target's measured time into this many rounds, cycling through the targets")
 		warm       = flag.Bool("warmup", true, "send one gateway request per token before measuring (takes each token's quota lease)")
 		timeout    = flag.Duration("timeout", 25*time.Minute, "abort the whole run after this long")
 		verbose    = flag.Bool("v", false, "controller and gateway logs")
@@ -65,7 +66,7 @@ func main() {
 	timer := time.AfterFunc(*timeout, func() { log.Printf("FAIL: run exceeded -timeout %s", *timeout); os.Exit(2) })
 	defer timer.Stop()
 	if err := run(*conc, *dur, *n, *tokens, *routes, *tenants, *writers, *chunks, *chunkDelay, *dsn, *syncPeriod,
-		*profDir, strings.Split(*modes, ","), *warm, *verbose); err != nil {
+		*profDir, strings.Split(*modes, ","), max(*rounds, 1), *warm, *verbose); err != nil {
 		log.Printf("FAIL: %v", err)
 		os.Exit(1)
 	}
@@ -81,7 +82,7 @@ func loadavg() string {
 }
 
 func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, chunks int, chunkDelay time.Duration,
-	dsn string, syncPeriod time.Duration, profDir string, modes []string, warm, verbose bool) (err error) {
+	dsn string, syncPeriod time.Duration, profDir string, modes []string, rounds int, warm, verbose bool) (err error) {
 	ctx := context.Background()
 	log.Printf("loadbench: %s, GOMAXPROCS %d, NumCPU %d, load average %s", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
 
@@ -179,37 +180,57 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 			res.OK, time.Since(begin).Round(time.Millisecond), res.RPS(), res.Failed, res.ErrorSummary())
 	}
 
+	// Each mode's measured time per target is split into rounds that cycle
+	// through the targets, so a change in the machine's load during the run
+	// (other jobs, the controllers' periodic mirror) falls on all three
+	// alike instead of on whichever phase it happens to hit.
 	var rows []row
+	targets := []string{"upstream direct", "bare ReverseProxy", "modelgate"}
 	for _, mode := range modes {
 		stream := mode == "stream"
-		for _, target := range []string{"upstream direct", "bare ReverseProxy", "modelgate"} {
-			l := bench.Load{Concurrency: conc, Duration: dur, Requests: n, Client: clients[target],
-				NewRequest: newReq(bases[target], stream), Stream: stream}
+		merged := map[string]*bench.Result{}
+		loads := map[string]string{}
+		for _, target := range targets {
 			// A short unmeasured run first: connections open, caches warm.
-			l2 := l
-			l2.Duration, l2.Requests = time.Second, 0
-			wr := l2.Run(ctx)
+			wr := bench.Load{Concurrency: conc, Duration: time.Second, Client: clients[target],
+				NewRequest: newReq(bases[target], stream), Stream: stream}.Run(ctx)
 			if target == "modelgate" {
 				gatewayOK += int64(wr.OK)
 			}
 			failed += wr.Failed
-			var stop func()
-			if profDir != "" && target == "modelgate" {
-				if stop, err = startProfile(profDir, mode); err != nil {
-					return err
+			merged[target] = &bench.Result{Errors: map[string]int{}}
+		}
+		for round := range rounds {
+			for _, target := range targets {
+				l := bench.Load{Concurrency: conc, Duration: dur / time.Duration(rounds), Client: clients[target],
+					NewRequest: newReq(bases[target], stream), Stream: stream}
+				if n > 0 {
+					l.Requests = (n + rounds - 1) / rounds
 				}
+				var stop func()
+				if profDir != "" && target == "modelgate" {
+					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%d", mode, round+1)); err != nil {
+						return err
+					}
+				}
+				if round == 0 {
+					loads[target] = loadavg()
+				}
+				r := l.Run(ctx)
+				if stop != nil {
+					stop()
+				}
+				if target == "modelgate" {
+					gatewayOK += int64(r.OK)
+				}
+				failed += r.Failed
+				merged[target].Merge(r)
 			}
-			la := loadavg()
-			r := l.Run(ctx)
-			if stop != nil {
-				stop()
-			}
-			if target == "modelgate" {
-				gatewayOK += int64(r.OK)
-			}
-			failed += r.Failed
+		}
+		for _, target := range targets {
+			r := *merged[target]
 			log.Printf("%-17s %-6s %8.0f req/s  p50 %-9s p99 %-9s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
-				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), r.OK, r.Failed, la, r.ErrorSummary())
+				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), r.OK, r.Failed, loads[target], r.ErrorSummary())
 			rows = append(rows, row{target, mode, r})
 		}
 	}
@@ -230,8 +251,8 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	}
 
 	fmt.Println()
-	fmt.Printf("modelgate loadbench — %s, %d concurrent clients, %s per phase, %d tokens, %d routes, %d stream chunks, ledger %s, load average now %s\n\n",
-		time.Now().Format("2006-01-02 15:04 MST"), conc, dur, nTokens, nRoutes, chunks, strings.SplitN(ledgerName, " ", 2)[0], loadavg())
+	fmt.Printf("modelgate loadbench — %s, %d concurrent clients, %s per target and mode in %d rounds, %d tokens, %d routes, %d stream chunks, ledger %s, load average now %s\n\n",
+		time.Now().Format("2006-01-02 15:04 MST"), conc, dur, rounds, nTokens, nRoutes, chunks, strings.SplitN(ledgerName, " ", 2)[0], loadavg())
 	fmt.Println("| target | mode | req/s | p50 | p99 | added p50 | added p99 | % of bare proxy req/s |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
 	find := func(target, mode string) bench.Result {
