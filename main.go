@@ -40,6 +40,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/tasks/upstream"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -167,6 +168,10 @@ type managerFlags struct {
 	probeAddr   string
 	leaderElect bool
 	syncPeriod  time.Duration
+	// Private asset review: the per-round deadline and how long an unused
+	// reviewed asset stays reusable (contract rules 8 and 9).
+	reviewDeadline  time.Duration
+	reviewRetention time.Duration
 }
 
 func runManager(ctx context.Context, args []string) error {
@@ -178,6 +183,8 @@ func runManager(ctx context.Context, args []string) error {
 	fs.StringVar(&m.probeAddr, "health-probe-bind-address", ":8081", "health and readiness probe address")
 	fs.BoolVar(&m.leaderElect, "leader-elect", true, "elect one active manager among replicas")
 	fs.DurationVar(&m.syncPeriod, "status-sync-period", controllers.DefaultBalanceSyncPeriod, "how often ledger figures are mirrored into status")
+	fs.DurationVar(&m.reviewDeadline, "review-deadline", controllers.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
+	fs.DurationVar(&m.reviewRetention, "review-asset-retention", tasks.DefaultReviewAssetRetention, "private asset review: how long an unused reviewed asset stays reusable")
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
 
@@ -204,7 +211,8 @@ func runManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider, Blobs: blobs}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider, Blobs: blobs,
+		ReviewDeadline: m.reviewDeadline, ReviewAssetRetention: m.reviewRetention}); err != nil {
 		return err
 	}
 	metrics.RegisterTaskPhases(mgr.GetCache())

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,7 +29,6 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
-	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
 // These specs drive the GenerationTask reconciler step by step with a fake
@@ -385,10 +385,13 @@ var _ = Describe("GenerationTask reconciler", func() {
 
 			got := received()
 			Expect(got).To(HaveLen(3))
-			key, err := webhook.Key(secret)
+			// A receiver built on the Standard Webhooks reference library
+			// verifies it (the timestamp is the test's fake clock).
+			receiver, err := standardwebhooks.NewWebhook(secret)
 			Expect(err).NotTo(HaveOccurred())
 			last := got[2]
-			Expect(webhook.Verify(key, last.header, last.body, clk.Now(), 5*time.Minute)).To(Succeed())
+			Expect(receiver.VerifyIgnoringTimestamp(last.body, last.header)).To(Succeed())
+			Expect(last.header.Get("webhook-timestamp")).To(Equal(fmt.Sprint(clk.Now().Unix())))
 			Expect(last.header.Get("webhook-id")).To(Equal(got[0].header.Get("webhook-id")), "one event ID across retries")
 
 			var ev struct {

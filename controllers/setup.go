@@ -22,6 +22,8 @@ type Options struct {
 	Blobs *blob.Store
 	// TaskRetention keeps final GenerationTask objects this long; default 1h.
 	TaskRetention time.Duration
+	// ReviewDeadline bounds one private asset review round; default 20 min.
+	ReviewDeadline time.Duration
 	// ReviewAssetRetention keeps reviewed private assets reusable this long
 	// without use; default 60 days.
 	ReviewAssetRetention time.Duration
@@ -46,7 +48,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	if tl, ok := o.Ledger.(TaskLedger); ok {
 		if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: tl, Blobs: o.Blobs, Clock: o.Clock,
-			Retention: o.TaskRetention}).SetupWithManager(mgr); err != nil {
+			Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

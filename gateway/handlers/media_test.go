@@ -12,6 +12,7 @@ import (
 	"image/png"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -388,6 +390,55 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "https://cdn.example/cat.png",
 			Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 50000)) // only the passed one: 2 s × 0.05 USD
+	})
+
+	It("delivers a signed task webhook with data.billing to the tenant's receiver", func() {
+		const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		events := make(chan http.Header, 4)
+		bodies := make(chan []byte, 4)
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			events <- r.Header.Clone()
+			bodies <- b
+			w.WriteHeader(http.StatusOK)
+		}))
+		DeferCleanup(receiver.Close)
+		hooked := newAcct()
+		Expect(stack.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: hooked.Namespace},
+			StringData: map[string]string{"secret": secret}})).To(Succeed())
+		Eventually(func() error {
+			t := &v1.Tenant{}
+			if err := stack.Client.Get(ctx, client.ObjectKeyFromObject(hooked.Tenant), t); err != nil {
+				return err
+			}
+			t.Spec.Webhook = &v1.WebhookSpec{URL: receiver.URL + "/tasks", SecretRef: v1.SecretKeyRef{Name: "hook", Key: "secret"}}
+			return stack.Client.Update(ctx, t)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		code, sub, _ := call("POST", "/v1/images/generations", bearer(hooked.Key), map[string]any{"model": multi, "prompt": "hooked", "n": 2})
+		Expect(code).To(Equal(200), "%v", sub)
+		done := await(hooked, "images", sub["id"].(string))
+		var header http.Header
+		Eventually(events, framework.Timeout).Should(Receive(&header))
+		body := <-bodies
+		wh, err := standardwebhooks.NewWebhook(secret)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(wh.Verify(body, header)).To(Succeed(), "verifies with the Standard Webhooks reference library")
+		var ev map[string]any
+		Expect(json.Unmarshal(body, &ev)).To(Succeed())
+		Expect(ev["type"]).To(Equal("task.completed"))
+		Expect(ev["id"]).To(Equal(header.Get("webhook-id")))
+		data := ev["data"].(map[string]any)
+		Expect(data["id"]).To(Equal(sub["id"]))
+		Expect(data["billing"]).To(Equal(done["billing"]), "data.billing is the task query's billing object")
+		Expect(data["billing"].(map[string]any)["status"]).To(Equal("settled"))
+		task := &v1.GenerationTask{}
+		Eventually(func(g Gomega) {
+			g.Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: hooked.Namespace, Name: tasks.ObjectName(sub["id"].(string))}, task)).To(Succeed())
+			g.Expect(task.Status.Webhook).NotTo(BeNil())
+			g.Expect(task.Status.Webhook.State).To(Equal(v1.WebhookDelivered))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Consistently(events, time.Second).ShouldNot(Receive(), "delivered once")
 	})
 
 	It("checks uploaded reference images of the multi-image family by their content", func() {

@@ -1,5 +1,5 @@
-// Package webhook signs, sends and verifies task webhooks in the Standard
-// Webhooks style (https://www.standardwebhooks.com), the scheme OpenAI's
+// Package webhook signs and sends task webhooks in the Standard Webhooks
+// style (https://www.standardwebhooks.com), the scheme OpenAI's
 // webhooks also use:
 //
 //	webhook-id:        the event ID, the same on every retry
@@ -13,8 +13,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -25,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
 // Header names.
@@ -56,46 +56,14 @@ func Key(secret string) ([]byte, error) {
 	return key, nil
 }
 
-// Sign returns the webhook-signature value of one attempt.
-func Sign(key []byte, id string, ts time.Time, body []byte) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id))
-	mac.Write([]byte{'.'})
-	mac.Write([]byte(strconv.FormatInt(ts.Unix(), 10)))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// Verification errors.
-var (
-	ErrMissingHeaders = errors.New("webhook: missing webhook-id, webhook-timestamp or webhook-signature")
-	ErrTimestamp      = errors.New("webhook: timestamp outside the tolerance")
-	ErrSignature      = errors.New("webhook: no signature matches")
-)
-
-// Verify checks a received webhook as a receiver should: the timestamp is
-// within tolerance of now and one of the space-separated signatures matches.
-func Verify(key []byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
-	id, tsText, sigs := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
-	if id == "" || tsText == "" || sigs == "" {
-		return ErrMissingHeaders
-	}
-	sec, err := strconv.ParseInt(tsText, 10, 64)
+// Sign returns the webhook-signature value of one attempt, computed by
+// the specification's reference library.
+func Sign(key []byte, id string, ts time.Time, body []byte) (string, error) {
+	wh, err := standardwebhooks.NewWebhookRaw(key)
 	if err != nil {
-		return ErrTimestamp
+		return "", err
 	}
-	ts := time.Unix(sec, 0)
-	if d := now.Sub(ts); d > tolerance || d < -tolerance {
-		return ErrTimestamp
-	}
-	want := Sign(key, id, ts, body)
-	for _, s := range strings.Fields(sigs) {
-		if hmac.Equal([]byte(s), []byte(want)) {
-			return nil
-		}
-	}
-	return ErrSignature
+	return wh.Sign(id, ts, body)
 }
 
 // Retry schedule: the wait after attempt n (1-based) is backoff[n-1] with
@@ -134,7 +102,11 @@ func (s *Sender) Send(ctx context.Context, url string, key []byte, id string, bo
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderSignature, Sign(key, id, now, body))
+	sig, err := Sign(key, id, now, body)
+	if err != nil {
+		return Result{Err: fmt.Errorf("webhook signature: %w", err)}
+	}
+	req.Header.Set(HeaderSignature, sig)
 	if s.UserAgent != "" {
 		req.Header.Set("User-Agent", s.UserAgent)
 	}
