@@ -356,14 +356,21 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(remain(acct)).To(Equal(before - 125000))
 	})
 
-	It("reviews private assets before generating, and fails a rejected one without a fee", func() {
-		reviewed := mediaRoute("reviewed", v1.ModelTypeVideo, v1.ProfileAllInOneVideo,
+	// reviewedVideoRoute is a video route at 0.05 USD per second with private
+	// asset review switched on and decided at once.
+	reviewedVideoRoute := func(name string) string {
+		reviewed := mediaRoute(name, v1.ModelTypeVideo, v1.ProfileAllInOneVideo,
 			v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"})
 		route := &v1.ModelRoute{}
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: framework.SystemNamespace, Name: reviewed}, route)).To(Succeed())
 		route.Spec.PrivateAssetReview = true
 		route.Spec.Backends[0].Options["reviewDelay"] = "0s"
 		Expect(stack.Client.Update(ctx, route)).To(Succeed())
+		return reviewed
+	}
+
+	It("reviews private assets before generating, and fails a rejected one without a fee", func() {
+		reviewed := reviewedVideoRoute("reviewed")
 		before := remain(acct)
 		submitVideo := func(ref string) string {
 			var id string
@@ -461,13 +468,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 	})
 
 	It("stores an inline review image once per content and reviews it by digest", func() {
-		reviewed := mediaRoute("inline-reviewed", v1.ModelTypeVideo, v1.ProfileAllInOneVideo,
-			v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"})
-		route := &v1.ModelRoute{}
-		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: framework.SystemNamespace, Name: reviewed}, route)).To(Succeed())
-		route.Spec.PrivateAssetReview = true
-		route.Spec.Backends[0].Options["reviewDelay"] = "0s"
-		Expect(stack.Client.Update(ctx, route)).To(Succeed())
+		reviewed := reviewedVideoRoute("inline-reviewed")
 
 		var buf bytes.Buffer
 		Expect(png.Encode(&buf, image.NewNRGBA(image.Rect(0, 0, 3, 2)))).To(Succeed())
