@@ -33,6 +33,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/uploads/uploadstest"
+	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -446,6 +447,65 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			g.Expect(task.Status.Webhook.State).To(Equal(v1.WebhookDelivered))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Consistently(events, time.Second).ShouldNot(Receive(), "delivered once")
+	})
+
+	It("runs a reviewed video task on an asynchronous upstream, forwarding the inline image as a signed link", func() {
+		up := fakeupstream.NewTaskAPI()
+		DeferCleanup(up.Close)
+		up.SetPlan(fakeupstream.TaskPlan{Polls: 1})
+		model := fmt.Sprintf("upstream-video-%d", time.Now().UnixNano())
+		cred := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: model + "-key", Namespace: framework.SystemNamespace},
+			StringData: map[string]string{"key": up.Key()}}
+		Expect(stack.Client.Create(ctx, cred)).To(Succeed())
+		DeferCleanup(func() { _ = stack.Client.Delete(ctx, cred) })
+		route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
+			Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: v1.ModelTypeVideo, ValidationProfile: v1.ProfileAllInOneVideo,
+				PrivateAssetReview: true,
+				Backends: []v1.Backend{{Name: "agg", Provider: "taskapi", BaseURL: up.URL, UpstreamModel: "their-video-model",
+					CredentialSecretRef: &v1.SecretKeyRef{Name: cred.Name, Key: "key"}, Weight: 1, Groups: []v1.GroupName{"default"},
+					Options: map[string]string{"assetLibrary": "simulated", "reviewDelay": "0s"}}}}}
+		Expect(stack.Client.Create(ctx, route)).To(Succeed())
+		DeferCleanup(func() { _ = stack.Client.Delete(ctx, route) })
+		Expect(stack.WaitReady(ctx, route)).To(Succeed())
+		rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{GenerateName: "price-", Namespace: framework.SystemNamespace},
+			Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds,
+				Unit: v1.UnitSecond, UnitPrice: "0.05"}}
+		Expect(stack.Client.Create(ctx, rule)).To(Succeed())
+		DeferCleanup(func() { _ = stack.Client.Delete(ctx, rule) })
+
+		frame := uploadstest.PNG(40, 30)
+		before := remain(acct)
+		var id string
+		Eventually(func(g Gomega) { // until the gateway's cache has the route and its price
+			code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": model,
+				"private_asset_review": true, "duration": 4, "prompt": "the frame, moving",
+				"image_with_roles": []map[string]any{{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(frame), "role": "first_frame"}}})
+			g.Expect(code).To(Equal(200), "%v", sub)
+			id = sub["id"].(string)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "40", "cost_usd": "0.2"}))
+		Expect(remain(acct)).To(Equal(before - 100000)) // 4 s × 0.05 USD
+
+		By("the result is served by the gateway with the upstream's bytes")
+		want, _ := fakeupstream.DefaultOutput("video", 0)
+		_, got := fetch(done["url"].(string))
+		Expect(got).To(Equal(want))
+
+		By("the upstream got the backend's model and a signed gateway link to the stored frame")
+		reqs := up.Requests()
+		Expect(up.Submissions()).To(Equal(1))
+		var sent struct {
+			Model          string
+			ImageWithRoles []struct{ URL, Role string } `json:"image_with_roles"`
+		}
+		Expect(json.Unmarshal(reqs[0].Body, &sent)).To(Succeed())
+		Expect(sent.Model).To(Equal("their-video-model"))
+		Expect(sent.ImageWithRoles).To(HaveLen(1))
+		Expect(sent.ImageWithRoles[0].URL).To(HavePrefix(stack.BaseURL + "/files/"))
+		_, served := fetch(sent.ImageWithRoles[0].URL)
+		Expect(served).To(Equal(frame))
 	})
 
 	It("checks uploaded reference images of the multi-image family by their content", func() {
