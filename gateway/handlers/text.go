@@ -196,30 +196,45 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 }
 
 // rateLimited applies the tenant's and the key's request and token limits;
-// a positive wait names the limit that refused.
+// a positive wait names the limit that refused. Bucket keys are built only
+// for limits that are set.
 func (t *Text) rateLimited(p *auth.Principal) (time.Duration, string) {
-	tenantKey, tokenKey := "tenant/"+p.Tenant.Namespace, "token/"+p.Token.Namespace+"/"+p.Token.Name
-	if ok, wait := t.Limiter.TokensAvailable(tenantKey, p.Tenant.Spec.TokensPerMinute); !ok {
-		return wait, "the account's tokens-per-minute"
+	ten, tok := &p.Tenant.Spec, &p.Token.Spec
+	if ten.TokensPerMinute > 0 {
+		if ok, wait := t.Limiter.TokensAvailable(tenantBucket(p), ten.TokensPerMinute); !ok {
+			return wait, "the account's tokens-per-minute"
+		}
 	}
-	if ok, wait := t.Limiter.TokensAvailable(tokenKey, p.Token.Spec.TokensPerMinute); !ok {
-		return wait, "the key's tokens-per-minute"
+	if tok.TokensPerMinute > 0 {
+		if ok, wait := t.Limiter.TokensAvailable(tokenBucket(p), tok.TokensPerMinute); !ok {
+			return wait, "the key's tokens-per-minute"
+		}
 	}
-	if ok, wait := t.Limiter.Allow(tenantKey, p.Tenant.Spec.RequestsPerMinute); !ok {
-		return wait, "the account's requests-per-minute"
+	if ten.RequestsPerMinute > 0 || t.Limiter.DefaultPerMinute > 0 {
+		if ok, wait := t.Limiter.Allow(tenantBucket(p), ten.RequestsPerMinute); !ok {
+			return wait, "the account's requests-per-minute"
+		}
 	}
-	if p.Token.Spec.RequestsPerMinute > 0 {
-		if ok, wait := t.Limiter.Allow(tokenKey, p.Token.Spec.RequestsPerMinute); !ok {
+	if tok.RequestsPerMinute > 0 {
+		if ok, wait := t.Limiter.Allow(tokenBucket(p), tok.RequestsPerMinute); !ok {
 			return wait, "the key's requests-per-minute"
 		}
 	}
 	return 0, ""
 }
 
+func tenantBucket(p *auth.Principal) string { return "tenant/" + p.Tenant.Namespace }
+
+func tokenBucket(p *auth.Principal) string { return "token/" + p.Token.Namespace + "/" + p.Token.Name }
+
 // chargeTokenLimits counts a request's tokens against the token limits.
 func (t *Text) chargeTokenLimits(p *auth.Principal, tokens int64) {
-	t.Limiter.ChargeTokens("tenant/"+p.Tenant.Namespace, p.Tenant.Spec.TokensPerMinute, tokens)
-	t.Limiter.ChargeTokens("token/"+p.Token.Namespace+"/"+p.Token.Name, p.Token.Spec.TokensPerMinute, tokens)
+	if n := p.Tenant.Spec.TokensPerMinute; n > 0 {
+		t.Limiter.ChargeTokens(tenantBucket(p), n, tokens)
+	}
+	if n := p.Token.Spec.TokensPerMinute; n > 0 {
+		t.Limiter.ChargeTokens(tokenBucket(p), n, tokens)
+	}
 }
 
 // defaultOutputEstimate is the output reserved for a request without
@@ -378,7 +393,6 @@ func appendEvent(buf []byte, ev providers.Event) []byte {
 // minimum charge.
 func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u providers.Usage, cut bool) {
 	ctx = context.WithoutCancel(ctx) // the client may be gone; the charge is not
-	logger := log.FromContext(ctx)
 	rule := c.rule
 	if cand.Group != "" && cand.Group != c.plan[0].Group { // served by a fallback group: its price
 		if r, err := t.Prices().Select(p.Tenant.Namespace, c.req.Model, cand.Group, pricing.Facts{}); err == nil {
@@ -390,7 +404,7 @@ func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand r
 		CacheWriteTokens: deref(u.CacheWriteTokens), OutputTextTokens: u.OutputTokens, Failed: cut,
 	}, c.accepted)
 	if err != nil {
-		logger.Error(err, "price usage; charging the reservation", "requestID", c.requestID)
+		log.FromContext(ctx).Error(err, "price usage; charging the reservation", "requestID", c.requestID)
 		quota = c.estimate
 	}
 	t.chargeTokenLimits(p, u.TotalTokens())
@@ -403,7 +417,7 @@ func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand r
 	mm.cacheWrite.Add(float64(deref(u.CacheWriteTokens)))
 	charge, err := t.Leaser.Settle(ctx, c.hold, quota)
 	if err != nil {
-		logger.Error(err, "settle", "requestID", c.requestID)
+		log.FromContext(ctx).Error(err, "settle", "requestID", c.requestID)
 	}
 	row := store.UsageRow{
 		RequestID: c.requestID, CreatedAt: c.accepted.Unix(), UserID: p.UserID, TokenID: p.TokenID,
@@ -413,7 +427,7 @@ func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand r
 		BillingPhase: store.PhaseSettled, Quota: quota, Backend: cand.Backend.Name, Charge: charge,
 	}
 	if err := t.UsageLog.Write(ctx, row); err != nil {
-		logger.Error(err, "queue usage row", "requestID", c.requestID)
+		log.FromContext(ctx).Error(err, "queue usage row", "requestID", c.requestID)
 	}
 }
 

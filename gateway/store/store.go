@@ -152,8 +152,9 @@ func (s *Store) openSQLite(path string) error {
 	// their tables. A checkpoint copies each page changed since the last
 	// one once, so checkpointing every 8 000 WAL pages (default 1 000)
 	// copies a page that many batches change once instead of for every
-	// other batch.
-	const writer = "&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(8000)"
+	// other batch. Statement journals (a multi-row statement's undo log)
+	// stay in memory instead of a temporary file written page by page.
+	const writer = "&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(8000)&_pragma=temp_store(2)"
 	w, err := sql.Open("sqlite", file+"?_txlock=immediate&"+pragmas+writer)
 	if err != nil {
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
