@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -34,6 +35,24 @@ import (
 type row struct {
 	target, mode string
 	r            bench.Result
+	cpu          time.Duration // this process's CPU time during the measured rounds
+}
+
+// cpuTime is the CPU time (user + system) this process has used so far:
+// gateway, controllers, bare proxy, fake upstream and load generator
+// together (kube-apiserver and etcd are other processes).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuPerReq is the process CPU time per successful request.
+func (r row) cpuPerReq() time.Duration {
+	if r.r.OK == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(r.r.OK)
 }
 
 func main() {
@@ -189,6 +208,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	for _, mode := range modes {
 		stream := mode == "stream"
 		merged := map[string]*bench.Result{}
+		cpu := map[string]time.Duration{}
 		loads := map[string]string{}
 		for _, target := range targets {
 			// A short unmeasured run first: connections open, caches warm.
@@ -216,7 +236,9 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				if round == 0 {
 					loads[target] = loadavg()
 				}
+				cpu0 := cpuTime()
 				r := l.Run(ctx)
+				cpu[target] += cpuTime() - cpu0
 				if stop != nil {
 					stop()
 				}
@@ -229,9 +251,11 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		}
 		for _, target := range targets {
 			r := *merged[target]
-			log.Printf("%-17s %-6s %8.0f req/s  p50 %-9s p99 %-9s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
-				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), r.OK, r.Failed, loads[target], r.ErrorSummary())
-			rows = append(rows, row{target, mode, r})
+			rw := row{target, mode, r, cpu[target]}
+			log.Printf("%-17s %-6s %8.0f req/s  p50 %-9s p99 %-9s CPU/req %-8s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
+				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), rw.cpuPerReq().Round(time.Microsecond),
+				r.OK, r.Failed, loads[target], r.ErrorSummary())
+			rows = append(rows, rw)
 		}
 	}
 
@@ -253,26 +277,29 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	fmt.Println()
 	fmt.Printf("modelgate loadbench — %s, %d concurrent clients, %s per target and mode in %d rounds, %d tokens, %d routes, %d stream chunks, ledger %s, load average now %s\n\n",
 		time.Now().Format("2006-01-02 15:04 MST"), conc, dur, rounds, nTokens, nRoutes, chunks, strings.SplitN(ledgerName, " ", 2)[0], loadavg())
-	fmt.Println("| target | mode | req/s | p50 | p99 | added p50 | added p99 | % of bare proxy req/s |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
-	find := func(target, mode string) bench.Result {
+	fmt.Println("| target | mode | req/s | p50 | p99 | CPU/req | added p50 | added p99 | added CPU/req vs bare proxy | % of bare proxy req/s |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	find := func(target, mode string) row {
 		for _, r := range rows {
 			if r.target == target && r.mode == mode {
-				return r.r
+				return r
 			}
 		}
-		return bench.Result{}
+		return row{}
 	}
 	for _, r := range rows {
-		add50, add99, pct := "", "", ""
+		add50, add99, addCPU, pct := "", "", "", ""
 		if r.target == "modelgate" {
 			d, p := find("upstream direct", r.mode), find("bare ReverseProxy", r.mode)
-			add50 = ms(r.r.Pct(50) - d.Pct(50))
-			add99 = ms(r.r.Pct(99) - d.Pct(99))
-			pct = fmt.Sprintf("%.0f%%", 100*r.r.RPS()/p.RPS())
+			add50 = ms(r.r.Pct(50) - d.r.Pct(50))
+			add99 = ms(r.r.Pct(99) - d.r.Pct(99))
+			addCPU = us(r.cpuPerReq() - p.cpuPerReq())
+			pct = fmt.Sprintf("%.0f%%", 100*r.r.RPS()/p.r.RPS())
 		}
-		fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %s | %s |\n", r.target, r.mode, r.r.RPS(), ms(r.r.Pct(50)), ms(r.r.Pct(99)), add50, add99, pct)
+		fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", r.target, r.mode, r.r.RPS(), ms(r.r.Pct(50)), ms(r.r.Pct(99)),
+			us(r.cpuPerReq()), add50, add99, addCPU, pct)
 	}
+	fmt.Println("\nCPU/req: this process's CPU time (gateway, controllers, bare proxy, fake upstream and load generator) per successful request of the phase.")
 	fmt.Printf("\nusage rows: %d successful gateway requests (warm-up included), %d new usage rows in the ledger", gatewayOK, got)
 	switch {
 	case got == gatewayOK:
@@ -288,6 +315,8 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	}
 	return nil
 }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
