@@ -65,7 +65,7 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 	_ = s.stmts.prepare(ctx, s.db)
 	inserted := 0
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var added, charged []UsageRow
+		added, charged := make([]UsageRow, 0, len(rows)), make([]UsageRow, 0, len(rows))
 		err := eachChunk(len(rows), func(lo, hi int) error {
 			chunk := rows[lo:hi]
 			fresh, err := s.insertUsageChunk(ctx, tx, chunk)

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -127,6 +126,10 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if err != nil {
 		return nil, err
 	}
+	secrets, err := watchSecrets(context.Background(), mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
 	prices := &priceBook{cache: mgr.GetCache(), system: o.SystemNamespace}
 	if err := prices.watch(context.Background(), mgr.GetCache()); err != nil {
 		return nil, err
@@ -153,7 +156,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		Leaser:          leaser,
 		UsageLog:        usage,
 		Prices:          prices.Table,
-		Credentials:     credentials(mgr.GetClient()),
+		Credentials:     credentials(secrets, mgr.GetClient()),
 		SystemNamespace: o.SystemNamespace,
 		Blobs:           blobs,
 		UploadTTL:       o.UploadTTL,
@@ -223,22 +226,6 @@ func OpenBlobs(o Options, base func() string) (*blob.Store, error) {
 		}
 	}
 	return blob.OpenLocal(blob.Config{Dir: dir, SigningKey: key, BaseURL: base})
-}
-
-// credentials reads an upstream credential from a Secret of the route's
-// namespace. The value goes only into the upstream request.
-func credentials(c client.Reader) func(ctx context.Context, ns, name, key string) (string, error) {
-	return func(ctx context.Context, ns, name, key string) (string, error) {
-		s := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
-			return "", fmt.Errorf("credential secret %s/%s: %w", ns, name, err)
-		}
-		v := s.Data[key]
-		if len(v) == 0 {
-			return "", fmt.Errorf("credential secret %s/%s has no key %q", ns, name, key)
-		}
-		return string(v), nil
-	}
 }
 
 // resolveTokenID registers (idempotently, by UID) a token whose status has no

@@ -1,0 +1,82 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// secretData mirrors the Data of the cached Secrets by namespace/name, from
+// the Secret informer's events, so that reading an upstream credential on
+// the hot path is a map read: a cache Get deep-copies the whole Secret on
+// every request. The maps are the informer's own objects' (never modified).
+type secretData struct {
+	mu sync.RWMutex
+	m  map[string]map[string][]byte
+}
+
+func watchSecrets(ctx context.Context, c cache.Cache) (*secretData, error) {
+	inf, err := c.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, fmt.Errorf("secret informer: %w", err)
+	}
+	d := &secretData{m: map[string]map[string][]byte{}}
+	set := func(obj any) {
+		if s, ok := obj.(*corev1.Secret); ok {
+			d.mu.Lock()
+			d.m[s.Namespace+"/"+s.Name] = s.Data
+			d.mu.Unlock()
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if s, ok := obj.(*corev1.Secret); ok {
+				d.mu.Lock()
+				delete(d.m, s.Namespace+"/"+s.Name)
+				d.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("secret informer: %w", err)
+	}
+	return d, nil
+}
+
+func (d *secretData) get(ns, name string) (map[string][]byte, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	data, ok := d.m[ns+"/"+name]
+	return data, ok
+}
+
+// credentials reads an upstream credential from a Secret of the route's
+// namespace: from the mirror, or through the client (a Secret the informer
+// has not delivered yet). The value goes only into the upstream request.
+func credentials(secrets *secretData, c client.Reader) func(ctx context.Context, ns, name, key string) (string, error) {
+	return func(ctx context.Context, ns, name, key string) (string, error) {
+		data, ok := secrets.get(ns, name)
+		if !ok {
+			s := &corev1.Secret{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+				return "", fmt.Errorf("credential secret %s/%s: %w", ns, name, err)
+			}
+			data = s.Data
+		}
+		v := data[key]
+		if len(v) == 0 {
+			return "", fmt.Errorf("credential secret %s/%s has no key %q", ns, name, key)
+		}
+		return string(v), nil
+	}
+}
