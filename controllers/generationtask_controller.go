@@ -3,6 +3,7 @@ package controllers
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -207,7 +208,11 @@ func (r *GenerationTaskReconciler) simulate(ctx context.Context, t *v1.Generatio
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.complete(ctx, t, sub, now, res, seconds)
+	p := produced{result: res, seconds: seconds}
+	if t.Spec.Type == v1.ModelTypeImage {
+		p.usage = tasks.SimulatedUsage(promptBytes(t.Spec.Request.Raw), sub.InputImages, int64(len(res.Data)))
+	}
+	return ctrl.Result{}, r.complete(ctx, t, sub, now, p)
 }
 
 // Review outcomes and asset states (status.reviewRounds).
@@ -412,13 +417,21 @@ func (r *GenerationTaskReconciler) generate(ctx context.Context, t *v1.Generatio
 	return res, 0, nil
 }
 
+// produced is what a generation yielded: the stored result, the video
+// length, and the token usage a token-priced model reported (nil: none).
+type produced struct {
+	result  *v1.TaskResult
+	seconds int64
+	usage   *v1.ImageTokenUsage
+}
+
 // complete settles the charge of what was produced, records the usage row
 // and marks the task completed. Settle and the usage row are idempotent by
 // request ID, and the charge is a pure function of the task, so a retry
 // after a crash between the steps charges once.
 func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, now time.Time,
-	res *v1.TaskResult, seconds int64) error {
-	charge := r.charge(ctx, t, sub, int64(len(res.Data)), seconds)
+	p produced) error {
+	charge, byTokens := r.charge(ctx, t, sub, p)
 	st := &t.Status
 	switch err := r.Ledger.Settle(ctx, t.Spec.RequestID, charge); {
 	case errors.Is(err, store.ErrReservationClosed):
@@ -436,34 +449,48 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 			TokenName: sub.TokenDisplay, ModelName: string(t.Spec.Model), TaskID: t.Spec.TaskID,
 			BillingPhase: store.PhaseSettled, Quota: charge, Backend: st.Backend,
 		}
+		if byTokens {
+			// The usage object is shown only when it is exactly what was charged.
+			st.Usage = p.usage
+			row.PromptTokens, row.CompletionTokens = p.usage.InputTokens, p.usage.OutputTokens
+			row.ReportedTotalTokens = ptr.To(p.usage.TotalTokens)
+		}
 		if _, err := r.Ledger.InsertUsage(ctx, []store.UsageRow{row}); err != nil {
 			return fmt.Errorf("usage row: %w", err)
 		}
 	}
 	done, expires := metav1.NewTime(now), metav1.NewTime(now.Add(ResultValidity))
-	st.Phase, st.Progress, st.Result, st.Error = v1.TaskCompleted, 100, res, nil
+	st.Phase, st.Progress, st.Result, st.Error = v1.TaskCompleted, 100, p.result, nil
 	st.CompletedAt, st.ExpiresAt, st.NextPollAt = &done, &expires, nil
 	return nil
 }
 
-// charge prices the outputs produced with the rule snapshot taken at
-// submission, at the submission instant. A rule that no longer compiles
-// charges the reservation.
-func (r *GenerationTaskReconciler) charge(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, outputs, seconds int64) billing.Quota {
+// charge prices what was produced with the rule snapshot taken at
+// submission, at the submission instant: outputs and seconds, or for a
+// per_token rule the reported token usage (byTokens). A rule that no longer
+// compiles, or a per_token task without usage, charges the reservation.
+func (r *GenerationTaskReconciler) charge(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, p produced) (q billing.Quota, byTokens bool) {
 	rule, err := pricing.Compile(&v1.PriceRule{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sub.PriceNamespace, Name: sub.PriceName}, Spec: sub.Price}, "")
-	if err == nil {
-		u := pricing.Usage{Requests: outputs, InputImages: sub.InputImages, InputVideoSeconds: sub.InputVideoSeconds}
-		if t.Spec.Type == v1.ModelTypeVideo {
-			u.Requests, u.OutputSeconds = 1, seconds
+	switch {
+	case err != nil:
+	case sub.Price.ChargeType == v1.ChargePerToken && p.usage == nil:
+		err = errors.New("the model is priced per token but reported no token usage")
+	case sub.Price.ChargeType == v1.ChargePerToken:
+		if q, err = rule.Charge(tasks.PricingUsage(p.usage), time.UnixMilli(sub.AcceptedAt)); err == nil {
+			return q, true
 		}
-		var q billing.Quota
+	default:
+		u := pricing.Usage{Requests: int64(len(p.result.Data)), InputImages: sub.InputImages, InputVideoSeconds: sub.InputVideoSeconds}
+		if t.Spec.Type == v1.ModelTypeVideo {
+			u.Requests, u.OutputSeconds = 1, p.seconds
+		}
 		if q, err = rule.Charge(u, time.UnixMilli(sub.AcceptedAt)); err == nil {
-			return q
+			return q, false
 		}
 	}
 	log.FromContext(ctx).Error(err, "price task outputs; charging the reservation", "task", t.Spec.TaskID)
-	return billing.Quota(t.Spec.ReservedQuota)
+	return billing.Quota(t.Spec.ReservedQuota), false
 }
 
 func refundedBilling() *v1.TaskBilling {
@@ -538,4 +565,13 @@ func (r *GenerationTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Named("generationtask").
 		Complete(r)
+}
+
+// promptBytes is the length of a stored request's prompt.
+func promptBytes(request []byte) int64 {
+	var body struct {
+		Prompt string `json:"prompt"`
+	}
+	_ = json.Unmarshal(request, &body)
+	return int64(len(body.Prompt))
 }

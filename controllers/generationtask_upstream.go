@@ -196,7 +196,7 @@ func (r *GenerationTaskReconciler) upstreamFinal(ctx context.Context, t *v1.Gene
 		}
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.complete(ctx, t, sub, now, res, producedSeconds(t, sub, s))
+	return ctrl.Result{}, r.complete(ctx, t, sub, now, produced{result: res, seconds: producedSeconds(t, sub, s), usage: imageUsage(s.Usage)})
 }
 
 // producedSeconds is the video length to bill: what the upstream reports
@@ -539,4 +539,20 @@ func isAlnum(s string) bool {
 		}
 	}
 	return true
+}
+
+// imageUsage is the task status form of an upstream's token usage.
+func imageUsage(u *upstream.Usage) *v1.ImageTokenUsage {
+	if !u.Valid() {
+		return nil
+	}
+	out := &v1.ImageTokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+	if d := u.InputTokensDetails; d != nil {
+		out.InputTokensDetails = &v1.InputTokenDetails{TokenCountDetails: v1.TokenCountDetails{TextTokens: d.TextTokens, ImageTokens: d.ImageTokens},
+			CachedTokens: d.CachedTokens}
+	}
+	if d := u.OutputTokensDetails; d != nil {
+		out.OutputTokensDetails = &v1.TokenCountDetails{TextTokens: d.TextTokens, ImageTokens: d.ImageTokens}
+	}
+	return out
 }

@@ -220,6 +220,9 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 // the model decides).
 func mediaEstimate(n *media.Normalized) pricing.MediaRequest {
 	req := pricing.MediaRequest{Outputs: int64(max(n.N, 1)), InputImages: int64(n.ReferenceImages)}
+	if prompt, ok := n.Request["prompt"].(string); ok {
+		req.PromptBytes = int64(len(prompt))
+	}
 	if n.Duration == media.VideoDurationAuto {
 		req.DurationSeconds = modelDecidedVideoSeconds
 	} else if n.Duration > 0 {

@@ -508,6 +508,37 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(served).To(Equal(frame))
 	})
 
+	It("bills a token-priced image model by the usage it reports, and shows that usage", func() {
+		model := mediaRoute("tokens", v1.ModelTypeImage, v1.ProfileMultiImage, v1.PriceRuleSpec{ChargeType: v1.ChargePerToken,
+			PriceBasis: v1.BasisTextInputTokens, Unit: v1.Unit1MTokens, UnitPrice: "4",
+			ImageTokenPrices: &v1.ImageTokenPrices{TextInput: credits("4"), ImageOutput: credits("50")}})
+		before := remain(acct)
+		code, sub, _ := call("POST", "/v1/images/generations", bearer(acct.Key), map[string]any{"model": model, "prompt": "two owls", "n": 2})
+		Expect(code).To(Equal(200), "%v", sub)
+		By("the reservation covers the prompt's bytes and 6 240 output tokens per image: 8×4 + 2×6240×50 per 1M USD")
+		Expect(remain(acct)).To(Equal(before - 312016))
+		done := await(acct, "images", sub["id"].(string))
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		By("the simulated backend reports 2 text tokens in and 1 056 image tokens per output: 2×4 + 2112×50 per 1M USD")
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "21.1216", "cost_usd": "0.105608"}))
+		Expect(done["usage"]).To(Equal(map[string]any{"input_tokens": json.Number("2"), "output_tokens": json.Number("2112"),
+			"total_tokens":          json.Number("2114"),
+			"input_tokens_details":  map[string]any{"text_tokens": json.Number("2"), "image_tokens": json.Number("0"), "cached_tokens": json.Number("0")},
+			"output_tokens_details": map[string]any{"text_tokens": json.Number("0"), "image_tokens": json.Number("2112")}}))
+		Expect(remain(acct)).To(Equal(before - 52804))
+		rows := usageRows(acct)
+		var row map[string]any
+		for _, r := range rows {
+			if r["task_id"] == sub["id"] {
+				row = r
+			}
+		}
+		Expect(row).NotTo(BeNil())
+		Expect(num(row["prompt_tokens"])).To(Equal("2"))
+		Expect(num(row["completion_tokens"])).To(Equal("2112"))
+		Expect(num(row["quota"])).To(Equal("52804"))
+	})
+
 	It("checks uploaded reference images of the multi-image family by their content", func() {
 		upload := func(data []byte) string {
 			code, body := postMultipart("/v1/uploads/images", acct.Key, filePart("ref.png", "image/png", data))

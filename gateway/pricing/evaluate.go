@@ -175,19 +175,37 @@ type MediaRequest struct {
 	DurationSeconds int64
 	// InputVideoSeconds is the total duration of input videos.
 	InputVideoSeconds int64
+	// PromptBytes is the length of the prompt text (per_token estimates:
+	// a token is at least one byte, so the byte count bounds the tokens).
+	PromptBytes int64
 }
+
+// Token budgets of a per_token image estimate: the reservation must cover
+// what the model may report, and settlement returns the rest. 6 240 is the
+// largest output of OpenAI's gpt-image-1 table (high quality, 1024x1536);
+// a reference image is budgeted the same.
+const (
+	ImageOutputTokenBudget = 6240
+	ImageInputTokenBudget  = 6240
+)
 
 // EstimateMedia is the quota to reserve before an image or video submission.
 // per_request reserves n outputs with their reference images, per_second the
-// requested duration. per_token image prices cannot be estimated from the
-// request: ErrCannotEstimate (the caller estimates tokens itself and calls
-// Charge).
+// requested duration, per_token (images only) the prompt's bytes as text
+// tokens plus the token budgets per reference and output image.
 func (r *Rule) EstimateMedia(m MediaRequest, at time.Time) (billing.Quota, error) {
-	if r.spec.ChargeType == v1.ChargePerToken {
-		return 0, fmt.Errorf("%w: %s is priced per token", ErrCannotEstimate, r.Key())
-	}
 	if m.Outputs == 0 {
 		m.Outputs = 1
+	}
+	if r.spec.ChargeType == v1.ChargePerToken {
+		if m.DurationSeconds > 0 {
+			return 0, fmt.Errorf("%w: %s is priced per token, which has no video estimate", ErrCannotEstimate, r.Key())
+		}
+		return r.Charge(Usage{
+			InputTextTokens:   max(m.PromptBytes, 1),
+			InputImageTokens:  m.InputImages * ImageInputTokenBudget,
+			OutputImageTokens: m.Outputs * ImageOutputTokenBudget,
+		}, at)
 	}
 	if m.DurationSeconds < 0 {
 		return 0, fmt.Errorf("%w: duration %d: pass the model's maximum duration for a model-decided duration", ErrInvalidUsage, m.DurationSeconds)

@@ -197,7 +197,14 @@ func TestEstimate(t *testing.T) {
 	_, err = mustCompile(t, vid).EstimateMedia(MediaRequest{DurationSeconds: -1}, t0)
 	g.Expect(err).To(MatchError(ErrInvalidUsage))
 
-	_, err = mustCompile(t, perToken("gpt-image", "text_input_tokens", "5")).EstimateMedia(MediaRequest{Outputs: 1}, t0)
+	// per_token images: prompt bytes as text tokens, budgets per reference and output image.
+	gpt := perToken("gpt-image", "text_input_tokens", "5")
+	gpt.ImageTokenPrices = &v1.ImageTokenPrices{TextInput: dec("5"), ImageInput: dec("10"), ImageOutput: dec("40")}
+	q, err = mustCompile(t, gpt).EstimateMedia(MediaRequest{Outputs: 2, InputImages: 1, PromptBytes: 1000}, t0)
+	g.Expect(err).NotTo(HaveOccurred())
+	// 1000 × 5 + 6240 × 10 + 2 × 6240 × 40 = 566 600 USD per 1M tokens = 0.5666 USD
+	g.Expect(q).To(Equal(billing.Quota(283300)))
+	_, err = mustCompile(t, gpt).EstimateMedia(MediaRequest{DurationSeconds: 5}, t0)
 	g.Expect(err).To(MatchError(ErrCannotEstimate))
 }
 

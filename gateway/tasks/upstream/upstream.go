@@ -119,6 +119,41 @@ type Status struct {
 	// RetryAfter is the upstream's requested wait before the next poll; 0
 	// when it asked for none.
 	RetryAfter time.Duration
+	// Usage is the token usage a token-priced image model reports
+	// (succeeded only); nil when the upstream reports none.
+	Usage *Usage
+}
+
+// Usage is an image model's token usage as OpenAI's Images API and this
+// contract's task object report it.
+type Usage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	TotalTokens        int64 `json:"total_tokens"`
+	InputTokensDetails *struct {
+		TextTokens   int64 `json:"text_tokens"`
+		ImageTokens  int64 `json:"image_tokens"`
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details,omitempty"`
+	OutputTokensDetails *struct {
+		TextTokens  int64 `json:"text_tokens"`
+		ImageTokens int64 `json:"image_tokens"`
+	} `json:"output_tokens_details,omitempty"`
+}
+
+// Valid reports whether the figures are usable for billing: not negative,
+// and the details (when given) add up to their totals.
+func (u *Usage) Valid() bool {
+	if u == nil || u.InputTokens < 0 || u.OutputTokens < 0 || u.InputTokens+u.OutputTokens == 0 {
+		return false
+	}
+	if d := u.InputTokensDetails; d != nil && (d.TextTokens < 0 || d.ImageTokens < 0 || d.TextTokens+d.ImageTokens != u.InputTokens || d.CachedTokens < 0 || d.CachedTokens > u.InputTokens) {
+		return false
+	}
+	if d := u.OutputTokensDetails; d != nil && (d.TextTokens < 0 || d.ImageTokens < 0 || d.TextTokens+d.ImageTokens != u.OutputTokens) {
+		return false
+	}
+	return true
 }
 
 // Submitted is an accepted submission.

@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
@@ -103,5 +104,34 @@ func TestEndpoint(t *testing.T) {
 		if got := upstream.Endpoint(base, "/v1/images/generations"); got != want {
 			t.Errorf("Endpoint(%q) = %q, want %q", base, got, want)
 		}
+	}
+}
+
+func TestUsageValid(t *testing.T) {
+	parse := func(s string) *upstream.Usage {
+		var u upstream.Usage
+		if err := json.Unmarshal([]byte(s), &u); err != nil {
+			t.Fatal(err)
+		}
+		return &u
+	}
+	for _, tc := range []struct {
+		json string
+		ok   bool
+	}{
+		{`{"input_tokens":10,"output_tokens":1056,"total_tokens":1066}`, true},
+		{`{"input_tokens":10,"output_tokens":1056,"input_tokens_details":{"text_tokens":4,"image_tokens":6}}`, true},
+		{`{"input_tokens":10,"output_tokens":1056,"input_tokens_details":{"text_tokens":4,"image_tokens":5}}`, false},
+		{`{"input_tokens":10,"output_tokens":1056,"output_tokens_details":{"text_tokens":6,"image_tokens":1000}}`, false},
+		{`{"input_tokens":-1,"output_tokens":1056}`, false},
+		{`{"input_tokens":10,"output_tokens":1,"input_tokens_details":{"text_tokens":10,"cached_tokens":11}}`, false},
+		{`{}`, false},
+	} {
+		if got := parse(tc.json).Valid(); got != tc.ok {
+			t.Errorf("%s: valid %v, want %v", tc.json, got, tc.ok)
+		}
+	}
+	if (*upstream.Usage)(nil).Valid() {
+		t.Error("no usage is not valid usage")
 	}
 }

@@ -75,7 +75,8 @@ type wireResponse struct {
 		URL     string `json:"url"`
 		B64JSON string `json:"b64_json"`
 	} `json:"data"`
-	OutputFormat string `json:"output_format"`
+	OutputFormat string          `json:"output_format"`
+	Usage        *upstream.Usage `json:"usage"`
 }
 
 // Submit implements upstream.Adapter: it generates the images and returns
@@ -132,6 +133,9 @@ func (Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted,
 			Message: "the upstream's image answer is not valid JSON", Err: err}
 	}
 	st := upstream.Status{State: upstream.Succeeded, Progress: 100}
+	if resp.Usage.Valid() {
+		st.Usage = resp.Usage
+	}
 	ctype := contentType(resp.OutputFormat)
 	for i, d := range resp.Data {
 		switch {

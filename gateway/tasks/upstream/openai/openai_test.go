@@ -48,6 +48,9 @@ func TestGPTImageAnswersBase64Bytes(t *testing.T) {
 			t.Fatalf("output %d: url %q, %d bytes, %q", i, o.URL, len(o.Data), o.ContentType)
 		}
 	}
+	if u := s.Final.Usage; u == nil || u.InputTokens != 10 || u.OutputTokens != 2112 || u.TotalTokens != 2122 {
+		t.Fatalf("usage %+v, want the answer's 10 in and 2 112 out", u)
+	}
 	req := f.Requests()[0]
 	var body map[string]any
 	_ = json.Unmarshal(req.Body, &body)

@@ -178,6 +178,8 @@ type task struct {
 		} `json:"data"`
 	} `json:"result"`
 	Error json.RawMessage `json:"error"`
+	// Usage is the image token usage of a token-priced model.
+	Usage *upstream.Usage `json:"usage"`
 	// Data wraps the task in some aggregators ({"code":0,"data":{…}}).
 	Data json.RawMessage `json:"data"`
 }
@@ -204,6 +206,9 @@ func (t *task) status() upstream.Status {
 	switch strings.ToLower(t.Status) {
 	case "completed", "succeeded", "success", "done":
 		st := upstream.Status{State: upstream.Succeeded, Progress: 100, VideoSeconds: seconds(t.Duration)}
+		if t.Usage.Valid() {
+			st.Usage = t.Usage
+		}
 		if r := t.Result; r != nil {
 			for _, d := range r.Data {
 				switch {
