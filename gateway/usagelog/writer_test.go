@@ -279,6 +279,15 @@ type hanging struct {
 	s      *store.Store
 	calls  atomic.Int64
 	healed atomic.Bool
+	once   sync.Once
+	wake   chan struct{} // closed on heal: hung calls fail, as a broken connection does
+}
+
+func newHanging(s *store.Store) *hanging { return &hanging{s: s, wake: make(chan struct{})} }
+
+func (h *hanging) heal() {
+	h.healed.Store(true)
+	h.once.Do(func() { close(h.wake) })
 }
 
 func (h *hanging) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error) {
@@ -288,8 +297,12 @@ func (h *hanging) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, 
 	case h.calls.Add(1) == 1:
 		return 0, errors.New("connection reset")
 	}
-	<-ctx.Done()
-	return 0, ctx.Err()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-h.wake:
+		return 0, errors.New("connection reset")
+	}
 }
 
 // TestWriterDoesNotStallOnHangingDatabase: while a replay hangs on the
@@ -297,17 +310,19 @@ func (h *hanging) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, 
 func TestWriterDoesNotStallOnHangingDatabase(t *testing.T) {
 	g := NewWithT(t)
 	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
-	h := &hanging{s: s}
+	h := newHanging(s)
 	w := newWriter(t, h, Config{QueueSize: 10, BatchSize: 5, FlushInterval: time.Millisecond,
-		RetryInterval: 5 * time.Millisecond, InsertTimeout: 2 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // well under InsertTimeout
+		RetryInterval: 5 * time.Millisecond, InsertTimeout: 10 * time.Second})
+	// Well under InsertTimeout, and roomy enough for 1 000 spool appends on
+	// a loaded 2-core machine (1 s was not).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := range 1000 {
 		g.Expect(w.Write(ctx, row(i))).To(Succeed())
 	}
 	g.Eventually(w.SpoolRows).Should(Equal(int64(1000)))
 	g.Expect(h.calls.Load()).To(BeNumerically(">=", 2), "a replay is hanging")
-	h.healed.Store(true)
+	h.heal()
 	g.Expect(w.Close(context.Background())).To(Succeed())
 	g.Expect(countRows(t, s)).To(Equal(int64(1000)))
 }
