@@ -14,8 +14,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -66,7 +68,12 @@ func main() {
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
-	ctx := ctrl.SetupSignalHandler()
+	var ctx context.Context
+	if cmd == "dev" {
+		ctx = devSignals()
+	} else {
+		ctx = ctrl.SetupSignalHandler()
+	}
 	var err error
 	switch cmd {
 	case "manager":
@@ -443,4 +450,24 @@ func runDev(ctx context.Context, args []string) error {
 	err = <-done
 	log.Info("stopped; etcd data and the ledger stay in " + dataDir)
 	return err
+}
+
+// devSignals is the signal handling of `modelgate dev`: the first SIGINT or
+// SIGTERM starts a clean shutdown; a second one stops etcd and
+// kube-apiserver at once and exits. (controller-runtime's handler exits on
+// the second signal too, but leaves those two running: envtest starts them
+// in process groups of their own, which a terminal's Ctrl-C does not reach.)
+func devSignals() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		fmt.Fprintln(os.Stderr, "modelgate dev: second signal: stopping etcd and kube-apiserver now")
+		devenv.StopChildren(5 * time.Second)
+		os.Exit(1)
+	}()
+	return ctx
 }
