@@ -127,24 +127,8 @@ func (f *OpenAIImages) serve(w http.ResponseWriter, r *http.Request) {
 		imageError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.", "")
 		return
 	}
-	f.mu.Lock()
-	var fail *ImageFailure
-	if len(f.failures) > 0 {
-		fail = &f.failures[0]
-		f.failures = f.failures[1:]
-	}
-	f.mu.Unlock()
-	if fail != nil {
-		if fail.Reset {
-			panic(http.ErrAbortHandler)
-		}
-		if fail.RetryAfter != "" {
-			w.Header().Set("Retry-After", fail.RetryAfter)
-		}
-		msg := fail.Message
-		if msg == "" {
-			msg = http.StatusText(fail.Status)
-		}
+	if fail, ok := takeFailure(&f.mu, &f.failures); ok {
+		msg := beginFailure(w, fail.Status, fail.Message, fail.RetryAfter, fail.Reset)
 		typ := fail.Type
 		if typ == "" {
 			typ = openAIErrorType(fail.Status)

@@ -206,24 +206,8 @@ func taskPath(p string) (kind, id string, ok bool) {
 }
 
 func (f *TaskAPI) submit(w http.ResponseWriter, r *http.Request, kind string, body []byte) {
-	f.mu.Lock()
-	var fail *SubmitFailure
-	if len(f.failures) > 0 {
-		fail = &f.failures[0]
-		f.failures = f.failures[1:]
-	}
-	f.mu.Unlock()
-	if fail != nil {
-		if fail.Reset {
-			panic(http.ErrAbortHandler)
-		}
-		if fail.RetryAfter != "" {
-			w.Header().Set("Retry-After", fail.RetryAfter)
-		}
-		msg := fail.Message
-		if msg == "" {
-			msg = http.StatusText(fail.Status)
-		}
+	if fail, ok := takeFailure(&f.mu, &f.failures); ok {
+		msg := beginFailure(w, fail.Status, fail.Message, fail.RetryAfter, fail.Reset)
 		taskError(w, fail.Status, errorTypeFor(fail.Status), msg)
 		return
 	}
@@ -385,4 +369,33 @@ func errorTypeFor(status int) string {
 		return "internal_error"
 	}
 	return "invalid_request"
+}
+
+// takeFailure pops the next scripted failure of a fake, under mu.
+func takeFailure[T any](mu *sync.Mutex, queue *[]T) (T, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	var none T
+	if len(*queue) == 0 {
+		return none, false
+	}
+	next := (*queue)[0]
+	*queue = (*queue)[1:]
+	return next, true
+}
+
+// beginFailure plays the transport part of a scripted failure (a reset
+// connection, a Retry-After header) and returns the error message to send:
+// message, or the status text.
+func beginFailure(w http.ResponseWriter, status int, message, retryAfter string, reset bool) string {
+	if reset {
+		panic(http.ErrAbortHandler)
+	}
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	if message == "" {
+		return http.StatusText(status)
+	}
+	return message
 }
