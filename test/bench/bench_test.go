@@ -90,6 +90,7 @@ func gateway(b *testing.B) (*Stack, *Seeded) {
 func benchChat(b *testing.B, base string, keys, models []string, stream bool) {
 	b.Helper()
 	c := NewClient()
+	defer c.CloseIdleConnections()
 	url := base + "/v1/chat/completions"
 	bodies := make([][]byte, len(models))
 	for i, m := range models {
