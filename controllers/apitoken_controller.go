@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -289,6 +290,10 @@ func (r *ApiTokenReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.ApiToken{}).
 		Owns(&corev1.Secret{}).
 		Watches(&v1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tokensOfTenant)).
+		// Tokens are independent (each has its own ledger row and Secret), and
+		// a fleet of thousands applied at once by GitOps waits on the ledger
+		// and the API server, not on CPU.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("apitoken").
 		Complete(r)
 }
