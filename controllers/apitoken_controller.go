@@ -273,13 +273,24 @@ func (r *ApiTokenReconciler) mirrorUsage(ctx context.Context, tok *v1.ApiToken) 
 		return 0, err
 	}
 	// Quota leased to gateway replicas is held, not spent.
-	tok.Status.RemainQuota, tok.Status.UsedQuota = int64(b.Remain+leased), int64(b.Used)
+	st := &tok.Status
+	remain, used := int64(b.Remain+leased), int64(b.Used)
+	var accessed *metav1.Time
 	if b.AccessedTime > 0 {
 		at := metav1.NewTime(time.Unix(b.AccessedTime, 0))
-		tok.Status.AccessedAt = &at
+		accessed = &at
+	}
+	// Written only when a figure moved: an idle key costs no status write
+	// (and no watch event for every gateway) per period.
+	if st.UsageSyncedAt != nil && st.RemainQuota == remain && st.UsedQuota == used && accessed.Equal(st.AccessedAt) {
+		return period, nil
+	}
+	st.RemainQuota, st.UsedQuota = remain, used
+	if accessed != nil {
+		st.AccessedAt = accessed
 	}
 	synced := metav1.NewTime(now.Truncate(time.Second))
-	tok.Status.UsageSyncedAt = &synced
+	st.UsageSyncedAt = &synced
 	return period, nil
 }
 

@@ -127,6 +127,19 @@ var _ = Describe("ApiToken controller", func() {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(expiring), expiring)).To(Succeed())
 			g.Expect(expiring.Status.State).To(Equal(v1.TokenExpired))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		By("an idle key's status is not rewritten every sync period (1 s here)")
+		idle := readyToken(empty)
+		Eventually(func(g Gomega) { // its first mirror is written once
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(empty), idle)).To(Succeed())
+			g.Expect(idle.Status.UsageSyncedAt).NotTo(BeNil())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		rv, first := idle.ResourceVersion, idle.DeepCopy()
+		Consistently(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(empty), idle)).To(Succeed())
+			g.Expect(idle.Status).To(Equal(first.Status))
+			g.Expect(idle.ResourceVersion).To(Equal(rv))
+		}, 2500*time.Millisecond, 250*time.Millisecond).Should(Succeed())
 	})
 
 	It("waits for the namespace's Tenant", func() {

@@ -164,7 +164,8 @@ type ApiTokenStatus struct {
 	// +optional
 	AccessedAt *metav1.Time `json:"accessedAt,omitempty"`
 
-	// usageSyncedAt is when the mirrored fields were last written.
+	// usageSyncedAt is when the mirrored fields were last written; they are
+	// written when a figure changed, at most once per sync period.
 	// +optional
 	UsageSyncedAt *metav1.Time `json:"usageSyncedAt,omitempty"`
 }
