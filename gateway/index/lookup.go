@@ -32,13 +32,13 @@ type Lookup struct {
 // NewLookup registers the lookup indexes on the cache's informers. Call it
 // before the cache starts.
 func NewLookup(ctx context.Context, c ctrlcache.Cache) (*Lookup, error) {
-	tokens, err := informerIndexer(ctx, c, &v1.ApiToken{}, toolscache.Indexers{
+	tokens, err := InformerIndexer(ctx, c, &v1.ApiToken{}, toolscache.Indexers{
 		lookupKeyHash: func(obj any) ([]string, error) { return tokenKeyHashes(obj.(*v1.ApiToken)), nil },
 	})
 	if err != nil {
 		return nil, err
 	}
-	tenants, err := informerIndexer(ctx, c, &v1.Tenant{}, toolscache.Indexers{
+	tenants, err := InformerIndexer(ctx, c, &v1.Tenant{}, toolscache.Indexers{
 		lookupNamespace: func(obj any) ([]string, error) { return []string{obj.(*v1.Tenant).Namespace}, nil },
 		lookupUserID: func(obj any) ([]string, error) {
 			if id := obj.(*v1.Tenant).Status.UserID; id != 0 {
@@ -53,13 +53,19 @@ func NewLookup(ctx context.Context, c ctrlcache.Cache) (*Lookup, error) {
 	return &Lookup{tokens: tokens, tenants: tenants}, nil
 }
 
-func informerIndexer(ctx context.Context, c ctrlcache.Cache, obj client.Object, ix toolscache.Indexers) (toolscache.Indexer, error) {
+// InformerIndexer registers ix (which may be empty) on the cache's informer
+// for obj and returns the informer's own indexer: reads from it are map
+// accesses that return the cache's objects, never copies — the hot path's
+// way to read the cache. Call it before the cache starts.
+func InformerIndexer(ctx context.Context, c ctrlcache.Cache, obj client.Object, ix toolscache.Indexers) (toolscache.Indexer, error) {
 	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return nil, fmt.Errorf("informer for %T: %w", obj, err)
 	}
-	if err := inf.AddIndexers(ix); err != nil {
-		return nil, fmt.Errorf("indexers for %T: %w", obj, err)
+	if len(ix) > 0 {
+		if err := inf.AddIndexers(ix); err != nil {
+			return nil, fmt.Errorf("indexers for %T: %w", obj, err)
+		}
 	}
 	withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
 	if !ok {

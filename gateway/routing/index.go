@@ -8,6 +8,7 @@ import (
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/index"
 )
 
 // indexModel is the informer indexer name of RouteIndex.
@@ -24,23 +25,16 @@ type RouteIndex struct {
 // NewRouteIndex registers the index on the cache's ModelRoute informer. Call
 // it before the cache starts.
 func NewRouteIndex(ctx context.Context, c ctrlcache.Cache) (*RouteIndex, error) {
-	inf, err := c.GetInformer(ctx, &v1.ModelRoute{})
-	if err != nil {
-		return nil, fmt.Errorf("model route informer: %w", err)
-	}
-	if err := inf.AddIndexers(toolscache.Indexers{indexModel: func(obj any) ([]string, error) {
+	ix, err := index.InformerIndexer(ctx, c, &v1.ModelRoute{}, toolscache.Indexers{indexModel: func(obj any) ([]string, error) {
 		if r, ok := obj.(*v1.ModelRoute); ok && r.Spec.Model != "" {
 			return []string{string(r.Spec.Model)}, nil
 		}
 		return nil, nil
-	}}); err != nil {
-		return nil, fmt.Errorf("model route indexer: %w", err)
+	}})
+	if err != nil {
+		return nil, err
 	}
-	withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
-	if !ok {
-		return nil, fmt.Errorf("model route informer exposes no indexer")
-	}
-	return &RouteIndex{ix: withIndexer.GetIndexer()}, nil
+	return &RouteIndex{ix: ix}, nil
 }
 
 // route returns the route of model in the tenant's namespace, else the

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -126,7 +127,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := watchSecrets(context.Background(), mgr.GetCache())
+	secrets, err := index.InformerIndexer(context.Background(), mgr.GetCache(), &corev1.Secret{}, nil)
 	if err != nil {
 		return nil, err
 	}
