@@ -53,21 +53,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	if rr, ok := o.Ledger.(tasks.ReviewRecords); ok {
-		sw := &tasks.ReviewSweeper{Records: rr, Clock: tickingClock(o.Clock), Retention: o.ReviewAssetRetention}
-		if o.Blobs != nil {
-			sw.Blobs = o.Blobs
+		var blobs tasks.BlobDeleter
+		if o.Blobs != nil { // not a typed nil in the interface
+			blobs = o.Blobs
 		}
-		if err := mgr.Add(sw); err != nil {
+		if err := mgr.Add(tasks.NewReviewSweeper(rr, blobs, o.Clock, o.ReviewAssetRetention)); err != nil {
 			return err
 		}
 	}
 	return (&PriceRuleReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
-}
-
-// tickingClock is c when it can tick, else the real clock.
-func tickingClock(c clock.PassiveClock) clock.WithTicker {
-	if tc, ok := c.(clock.WithTicker); ok {
-		return tc
-	}
-	return clock.RealClock{}
 }

@@ -245,8 +245,13 @@ func planNames(plan []routing.Candidate) []string {
 // newTask builds the GenerationTask of an accepted submission.
 func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelRoute, group string, backends []string,
 	rule *pricing.Rule, requestID string, estimate billing.Quota, accepted time.Time, inline map[string]string) (*v1.GenerationTask, error) {
-	for digest, key := range inline { // the stored copy's reference replaces the inline data
-		n.Request = replaceString(n.Request, digest, tasks.BlobScheme+key).(map[string]any)
+	if len(inline) > 0 { // the stored copy's reference replaces the inline data
+		tasks.RewriteStrings(n.Request, func(s string) string {
+			if key, ok := inline[s]; ok {
+				return tasks.BlobScheme + key
+			}
+			return s
+		})
 	}
 	reqJSON, err := n.RequestJSON()
 	if err != nil {
@@ -474,29 +479,4 @@ func (m *Media) dropInline(ctx context.Context, keys map[string]string) {
 			log.FromContext(ctx).Error(err, "delete inline asset of a refused submission")
 		}
 	}
-}
-
-// replaceString returns v with every string equal to old replaced by new.
-func replaceString(v any, old, new string) any {
-	switch x := v.(type) {
-	case string:
-		if x == old {
-			return new
-		}
-	case map[string]any:
-		for k, e := range x {
-			x[k] = replaceString(e, old, new)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = replaceString(e, old, new)
-		}
-	case []string:
-		for i, e := range x {
-			if e == old {
-				x[i] = new
-			}
-		}
-	}
-	return v
 }

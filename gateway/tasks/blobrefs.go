@@ -22,7 +22,7 @@ func ResolveBlobRefs(ctx context.Context, request []byte, blobs Signer, ttl time
 		return nil, fmt.Errorf("stored request: %w", err)
 	}
 	var err error
-	v = walkStrings(v, func(s string) string {
+	v = RewriteStrings(v, func(s string) string {
 		key, ok := strings.CutPrefix(s, BlobScheme)
 		if !ok || !strings.HasPrefix(key, "tenants/") || err != nil {
 			return s
@@ -39,9 +39,10 @@ func ResolveBlobRefs(ctx context.Context, request []byte, blobs Signer, ttl time
 	return json.Marshal(v)
 }
 
-// walkStrings rewrites every string in a decoded JSON value, except free
-// text (prompts), which is never a reference.
-func walkStrings(v any, fn func(string) string) any {
+// RewriteStrings rewrites, in place, every string of a decoded JSON value
+// or a normalized request (maps, []any and []string), except free text
+// (prompts), which is never a reference; it returns the value.
+func RewriteStrings(v any, fn func(string) string) any {
 	switch x := v.(type) {
 	case string:
 		return fn(x)
@@ -50,11 +51,15 @@ func walkStrings(v any, fn func(string) string) any {
 			if k == "prompt" || k == "negative_prompt" {
 				continue
 			}
-			x[k] = walkStrings(e, fn)
+			x[k] = RewriteStrings(e, fn)
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = walkStrings(e, fn)
+			x[i] = RewriteStrings(e, fn)
+		}
+	case []string:
+		for i, e := range x {
+			x[i] = fn(e)
 		}
 	}
 	return v

@@ -43,6 +43,11 @@ type ReviewSweeper struct {
 	Interval  time.Duration
 }
 
+// NewReviewSweeper returns a sweeper on c, or the real clock when c cannot tick.
+func NewReviewSweeper(records ReviewRecords, blobs BlobDeleter, c clock.PassiveClock, retention time.Duration) *ReviewSweeper {
+	return &ReviewSweeper{Records: records, Blobs: blobs, Clock: periodic.Ticking(c), Retention: retention}
+}
+
 // Sweep deletes what is due at the clock's now and reports how many records went.
 func (s *ReviewSweeper) Sweep(ctx context.Context) (int, error) {
 	retention := s.Retention

@@ -60,16 +60,6 @@ type ReviewAsset struct {
 	BlobKey string `json:"blobKey,omitempty"`
 }
 
-// AssetRef is how an asset is recorded: its URL, or "sha256:<hex>" of
-// inline (base64) data, which is too large for an annotation.
-func AssetRef(url string) string {
-	if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
-		return url
-	}
-	sum := sha256.Sum256([]byte(url))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // Encode returns the annotation value.
 func (s *Submission) Encode() (string, error) {
 	b, err := json.Marshal(s)

@@ -41,11 +41,7 @@ type Sweeper struct {
 
 // NewSweeper returns a sweeper on c, or the real clock when c cannot tick.
 func NewSweeper(records Records, blobs Deleter, c clock.PassiveClock) *Sweeper {
-	tc, ok := c.(clock.WithTicker)
-	if !ok {
-		tc = clock.RealClock{}
-	}
-	return &Sweeper{Records: records, Blobs: blobs, Clock: tc}
+	return &Sweeper{Records: records, Blobs: blobs, Clock: periodic.Ticking(c)}
 }
 
 func (s *Sweeper) interval() time.Duration {

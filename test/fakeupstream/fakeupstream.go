@@ -226,10 +226,15 @@ func (s *Server) Handle(f func(Request) Reply) {
 
 // Requests returns copies of the requests received so far, oldest first.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.reqs))
-	for i, r := range s.reqs {
+	return cloneRequests(&s.mu, &s.reqs)
+}
+
+// cloneRequests copies a fake's request log under its lock.
+func cloneRequests(mu *sync.Mutex, log *[]Request) []Request {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]Request, len(*log))
+	for i, r := range *log {
 		out[i] = Request{Method: r.Method, Path: r.Path, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected}
 	}
 	return out

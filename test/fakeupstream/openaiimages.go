@@ -1,7 +1,6 @@
 package fakeupstream
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -74,13 +73,7 @@ func (f *OpenAIImages) SetImages(images ...[]byte) {
 
 // Requests returns copies of the requests received so far.
 func (f *OpenAIImages) Requests() []Request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]Request, len(f.reqs))
-	for i, r := range f.reqs {
-		out[i] = Request{Method: r.Method, Path: r.Path, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
-	}
-	return out
+	return cloneRequests(&f.mu, &f.reqs)
 }
 
 // Image is the bytes of output i.

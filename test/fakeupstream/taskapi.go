@@ -130,13 +130,7 @@ func (f *TaskAPI) Polls() int {
 
 // Requests returns copies of the requests received so far.
 func (f *TaskAPI) Requests() []Request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]Request, len(f.reqs))
-	for i, r := range f.reqs {
-		out[i] = Request{Method: r.Method, Path: r.Path, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
-	}
-	return out
+	return cloneRequests(&f.mu, &f.reqs)
 }
 
 // DefaultOutput is what a task of kind ("image" or "video") produces when

@@ -22,3 +22,12 @@ func Run(ctx context.Context, c clock.WithTicker, interval time.Duration, fn fun
 		}
 	}
 }
+
+// Ticking is c when it can tick, else the real clock (a test's passive
+// clock still drives the jobs' "now", but not their schedule).
+func Ticking(c clock.PassiveClock) clock.WithTicker {
+	if tc, ok := c.(clock.WithTicker); ok {
+		return tc
+	}
+	return clock.RealClock{}
+}
