@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"mime"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/tasks/upstream"
@@ -459,44 +459,17 @@ func (r *GenerationTaskReconciler) download(ctx context.Context, t *v1.Generatio
 		ctype, _, _ = mime.ParseMediaType(http.DetectContentType(head))
 	}
 	key := tasks.BlobKey(t.Namespace, t.Spec.TaskID, i, extFor(ctype, req.URL.Path))
-	lr := &limitedReader{r: body, left: limit}
+	lr := &blob.CapReader{R: body, Left: limit}
 	if _, err := r.Blobs.Put(ctx, key, ctype, lr); err != nil {
-		if lr.over {
+		if lr.Over {
 			return "", &upstream.Error{Class: upstream.Permanent, Message: fmt.Sprintf("an output is larger than %d bytes", limit)}
 		}
-		if lr.readErr != nil {
+		if lr.ReadErr != nil {
 			return "", &upstream.Error{Class: upstream.Transient, Message: "the output download was cut off", Retry: true, Err: err}
 		}
 		return "", fmt.Errorf("store: %w", err)
 	}
 	return key, nil
-}
-
-// limitedReader fails once more than left bytes were read, so an oversized
-// download leaves no object (a failed Put is atomic).
-type limitedReader struct {
-	r       io.Reader
-	left    int64
-	over    bool
-	readErr error
-}
-
-var errTooLarge = errors.New("output too large")
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if int64(len(p)) > l.left+1 {
-		p = p[:l.left+1]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		l.over = true
-		return 0, errTooLarge
-	}
-	if err != nil && err != io.EOF {
-		l.readErr = err
-	}
-	return n, err
 }
 
 func decodeDataURL(u string) ([]byte, string, error) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/gabriel-vasile/mimetype"
+
+	"github.com/modelgate/modelgate/gateway/blob"
 )
 
 // SniffLen is how many leading bytes decide the type (mimetype's default
@@ -107,34 +109,14 @@ func Save(ctx context.Context, blobs Putter, kind *Kind, keyBase string, r io.Re
 	if !ok {
 		return Object{}, fmt.Errorf("%w: %s", ErrUnsupportedType, strings.TrimSpace(mimetype.Detect(head).String()))
 	}
-	body := &capReader{r: io.MultiReader(bytes.NewReader(head), r), left: kind.MaxBytes}
+	body := &blob.CapReader{R: io.MultiReader(bytes.NewReader(head), r), Left: kind.MaxBytes}
 	key := keyBase + t.Ext
 	size, err := blobs.Put(ctx, key, t.Canonical, body)
 	if err != nil {
-		if body.over {
+		if body.Over {
 			return Object{}, ErrTooLarge
 		}
 		return Object{}, err
 	}
 	return Object{Key: key, MimeType: t.Canonical, Size: size}, nil
-}
-
-// capReader fails with ErrTooLarge as soon as more than left bytes come.
-type capReader struct {
-	r    io.Reader
-	left int64
-	over bool
-}
-
-func (c *capReader) Read(p []byte) (int, error) {
-	if int64(len(p)) > c.left+1 {
-		p = p[:c.left+1]
-	}
-	n, err := c.r.Read(p)
-	c.left -= int64(n)
-	if c.left < 0 {
-		c.over = true
-		return 0, ErrTooLarge
-	}
-	return n, err
 }
