@@ -24,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -158,7 +159,7 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 	if len(plan) == 0 {
 		return nil, http.StatusServiceUnavailable, errInternal, fmt.Sprintf("no upstream serves model %q for this key's group", model)
 	}
-	if ok, wait := m.Limiter.Allow(p.Tenant.Namespace, p.Tenant.Spec.RequestsPerMinute); !ok {
+	if ok, wait := m.Limiter.Allow(ratelimit.Tenant(p.Tenant.Namespace), p.Tenant.Spec.RequestsPerMinute); !ok {
 		apierr.RetryAfter(w, wait)
 		return nil, http.StatusTooManyRequests, errRateLimited, "rate limit exceeded; retry after the time in the Retry-After header"
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 )
@@ -196,45 +197,30 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 }
 
 // rateLimited applies the tenant's and the key's request and token limits;
-// a positive wait names the limit that refused. Bucket keys are built only
-// for limits that are set.
+// a positive wait names the limit that refused.
 func (t *Text) rateLimited(p *auth.Principal) (time.Duration, string) {
-	ten, tok := &p.Tenant.Spec, &p.Token.Spec
-	if ten.TokensPerMinute > 0 {
-		if ok, wait := t.Limiter.TokensAvailable(tenantBucket(p), ten.TokensPerMinute); !ok {
-			return wait, "the account's tokens-per-minute"
-		}
+	tenant, key := ratelimit.Tenant(p.Tenant.Namespace), ratelimit.Token(p.Token.Namespace, p.Token.Name)
+	if ok, wait := t.Limiter.TokensAvailable(tenant, p.Tenant.Spec.TokensPerMinute); !ok {
+		return wait, "the account's tokens-per-minute"
 	}
-	if tok.TokensPerMinute > 0 {
-		if ok, wait := t.Limiter.TokensAvailable(tokenBucket(p), tok.TokensPerMinute); !ok {
-			return wait, "the key's tokens-per-minute"
-		}
+	if ok, wait := t.Limiter.TokensAvailable(key, p.Token.Spec.TokensPerMinute); !ok {
+		return wait, "the key's tokens-per-minute"
 	}
-	if ten.RequestsPerMinute > 0 || t.Limiter.DefaultPerMinute > 0 {
-		if ok, wait := t.Limiter.Allow(tenantBucket(p), ten.RequestsPerMinute); !ok {
-			return wait, "the account's requests-per-minute"
-		}
+	if ok, wait := t.Limiter.Allow(tenant, p.Tenant.Spec.RequestsPerMinute); !ok {
+		return wait, "the account's requests-per-minute"
 	}
-	if tok.RequestsPerMinute > 0 {
-		if ok, wait := t.Limiter.Allow(tokenBucket(p), tok.RequestsPerMinute); !ok {
+	if p.Token.Spec.RequestsPerMinute > 0 { // the platform default is per tenant, not per key
+		if ok, wait := t.Limiter.Allow(key, p.Token.Spec.RequestsPerMinute); !ok {
 			return wait, "the key's requests-per-minute"
 		}
 	}
 	return 0, ""
 }
 
-func tenantBucket(p *auth.Principal) string { return "tenant/" + p.Tenant.Namespace }
-
-func tokenBucket(p *auth.Principal) string { return "token/" + p.Token.Namespace + "/" + p.Token.Name }
-
 // chargeTokenLimits counts a request's tokens against the token limits.
 func (t *Text) chargeTokenLimits(p *auth.Principal, tokens int64) {
-	if n := p.Tenant.Spec.TokensPerMinute; n > 0 {
-		t.Limiter.ChargeTokens(tenantBucket(p), n, tokens)
-	}
-	if n := p.Token.Spec.TokensPerMinute; n > 0 {
-		t.Limiter.ChargeTokens(tokenBucket(p), n, tokens)
-	}
+	t.Limiter.ChargeTokens(ratelimit.Tenant(p.Tenant.Namespace), p.Tenant.Spec.TokensPerMinute, tokens)
+	t.Limiter.ChargeTokens(ratelimit.Token(p.Token.Namespace, p.Token.Name), p.Token.Spec.TokensPerMinute, tokens)
 }
 
 // defaultOutputEstimate is the output reserved for a request without

@@ -16,6 +16,21 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// Key names what a limit counts: a tenant (Name empty) or one of its API
+// keys. Requests and tokens of the same subject have separate buckets. A
+// struct key costs no string building on the hot path, and a caller need
+// not know whether a limit applies: an unset limit returns at once.
+type Key struct {
+	Namespace, Name string
+	tokens          bool
+}
+
+// Tenant is the key of a tenant's limits.
+func Tenant(namespace string) Key { return Key{Namespace: namespace} }
+
+// Token is the key of an API key's limits.
+func Token(namespace, name string) Key { return Key{Namespace: namespace, Name: name} }
+
 // Limiter holds one bucket per key.
 type Limiter struct {
 	// DefaultPerMinute applies to request limits of keys that have none of
@@ -24,7 +39,7 @@ type Limiter struct {
 	Clock            clock.PassiveClock
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[Key]*bucket
 }
 
 type bucket struct {
@@ -35,9 +50,9 @@ type bucket struct {
 
 // get returns key's bucket for a per-minute limit, (re)creating it when the
 // limit changed. Callers hold l.mu.
-func (l *Limiter) get(key string, perMinute int64, now time.Time) *bucket {
+func (l *Limiter) get(key Key, perMinute int64, now time.Time) *bucket {
 	if l.buckets == nil {
-		l.buckets = map[string]*bucket{}
+		l.buckets = map[Key]*bucket{}
 	}
 	b := l.buckets[key]
 	if b == nil || b.perMinute != perMinute {
@@ -50,7 +65,7 @@ func (l *Limiter) get(key string, perMinute int64, now time.Time) *bucket {
 
 // Allow takes one request from key's bucket. perMinute 0 means the default.
 // When refused it says how long to wait (for Retry-After).
-func (l *Limiter) Allow(key string, perMinute int32) (bool, time.Duration) {
+func (l *Limiter) Allow(key Key, perMinute int32) (bool, time.Duration) {
 	if perMinute <= 0 {
 		perMinute = l.DefaultPerMinute
 	}
@@ -70,13 +85,14 @@ func (l *Limiter) Allow(key string, perMinute int32) (bool, time.Duration) {
 
 // TokensAvailable reports whether key's token bucket is out of debt; 0
 // means no limit. When not, it says how long until it is.
-func (l *Limiter) TokensAvailable(key string, perMinute int64) (bool, time.Duration) {
+func (l *Limiter) TokensAvailable(key Key, perMinute int64) (bool, time.Duration) {
 	if perMinute <= 0 {
 		return true, 0
 	}
 	now := l.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	key.tokens = true
 	r := l.get(key, perMinute, now).lim.ReserveN(now, 1)
 	d := r.DelayFrom(now)
 	r.CancelAt(now)
@@ -85,13 +101,14 @@ func (l *Limiter) TokensAvailable(key string, perMinute int64) (bool, time.Durat
 
 // ChargeTokens takes n tokens from key's bucket after the fact, going into
 // debt when the bucket holds fewer (at most one minute's worth).
-func (l *Limiter) ChargeTokens(key string, perMinute, n int64) {
+func (l *Limiter) ChargeTokens(key Key, perMinute, n int64) {
 	if perMinute <= 0 || n <= 0 {
 		return
 	}
 	now := l.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	key.tokens = true
 	l.get(key, perMinute, now).lim.ReserveN(now, int(min(n, perMinute)))
 }
 
