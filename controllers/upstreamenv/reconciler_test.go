@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -19,6 +18,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/internal/tasktest"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -99,33 +99,15 @@ var _ = Describe("GenerationTask reconciler on upstream adapters", func() {
 	})
 
 	submit := func(request string, n int64, backends ...string) *v1.GenerationTask {
-		taskID := tasks.NewTaskID()
-		requestID := "req-" + taskID
-		estimate := billing.Quota(n * 20000)
-		Expect(ledger.Reserve(ctx, requestID, tokenID, userID, estimate)).To(Succeed())
-		sub := &tasks.Submission{AcceptedAt: clk.Now().UnixMilli(), RouteNamespace: systemNS, RouteName: "img",
-			Backends: backends, PriceNamespace: systemNS, PriceName: "img-price", TokenDisplay: "key", Outputs: n,
-			Price: v1.PriceRuleSpec{Model: "img", ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
-				Unit: v1.UnitRequest, UnitPrice: price}}
-		ann, err := sub.Encode()
+		t, err := tasktest.Submit(ctx, c, ledger, tasktest.Task{Namespace: "rec-tenant", RouteNamespace: systemNS,
+			Request: request, N: n, UnitPrice: price, Backends: backends, TokenID: tokenID, UserID: userID, Accepted: clk.Now()})
 		Expect(err).NotTo(HaveOccurred())
-		t := &v1.GenerationTask{
-			ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: "rec-tenant",
-				Annotations: map[string]string{tasks.SubmissionAnnotation: ann}, CreationTimestamp: metav1.NewTime(clk.Now())},
-			Spec: v1.GenerationTaskSpec{TaskID: taskID, Model: "img", Type: v1.ModelTypeImage, Profile: v1.ProfileMultiImage,
-				Request: runtime.RawExtension{Raw: []byte(request)}, TokenName: "key", TokenID: tokenID, UserID: userID,
-				ReservedQuota: int64(estimate), RequestID: requestID},
-		}
-		Expect(c.Create(ctx, t)).To(Succeed())
 		return t
 	}
 
 	step := func(t *v1.GenerationTask) ctrl.Result {
-		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(t)})
+		res, err := tasktest.Step(ctx, r, c, t)
 		Expect(err).NotTo(HaveOccurred())
-		if err := c.Get(ctx, client.ObjectKeyFromObject(t), t); !apierrors.IsNotFound(err) {
-			Expect(err).NotTo(HaveOccurred())
-		}
 		return res
 	}
 
