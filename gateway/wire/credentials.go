@@ -3,26 +3,74 @@ package wire
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// credentials reads an upstream credential from a Secret of the route's
-// namespace: from the Secret informer's own store (a map read of the
-// cache's object; a cache Get would deep-copy the whole Secret on every
-// request), or through the client for a Secret the informer has not
-// delivered yet. The value goes only into the upstream request.
-func credentials(secrets toolscache.Indexer, c client.Reader) func(ctx context.Context, ns, name, key string) (string, error) {
-	return func(ctx context.Context, ns, name, key string) (string, error) {
-		var data map[string][]byte
-		if obj, ok, _ := secrets.GetByKey(ns + "/" + name); ok {
-			if s, ok := obj.(*corev1.Secret); ok {
-				data = s.Data // the cache's object: read only
-			}
+// secretData mirrors the Data of the cached Secrets by namespace/name, from
+// the Secret informer's events, so that reading an upstream credential on
+// the hot path is a map read: a cache Get deep-copies the whole Secret on
+// every request. (It cannot read the informer's store directly, as
+// index.InformerIndexer does for other kinds: the gateway caches Secrets of
+// the system namespace only, and such a namespace-restricted informer
+// exposes no indexer.) The maps are the informer's own objects' (never
+// modified).
+type secretData struct {
+	mu sync.RWMutex
+	m  map[string]map[string][]byte
+}
+
+func watchSecrets(ctx context.Context, c cache.Cache) (*secretData, error) {
+	inf, err := c.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, fmt.Errorf("secret informer: %w", err)
+	}
+	d := &secretData{m: map[string]map[string][]byte{}}
+	set := func(obj any) {
+		if s, ok := obj.(*corev1.Secret); ok {
+			d.mu.Lock()
+			d.m[s.Namespace+"/"+s.Name] = s.Data
+			d.mu.Unlock()
 		}
-		if data == nil {
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if s, ok := obj.(*corev1.Secret); ok {
+				d.mu.Lock()
+				delete(d.m, s.Namespace+"/"+s.Name)
+				d.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("secret informer: %w", err)
+	}
+	return d, nil
+}
+
+func (d *secretData) get(ns, name string) (map[string][]byte, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	data, ok := d.m[ns+"/"+name]
+	return data, ok
+}
+
+// credentials reads an upstream credential from a Secret of the route's
+// namespace: from the mirror, or through the client (a Secret the informer
+// has not delivered yet). The value goes only into the upstream request.
+func credentials(secrets *secretData, c client.Reader) func(ctx context.Context, ns, name, key string) (string, error) {
+	return func(ctx context.Context, ns, name, key string) (string, error) {
+		data, ok := secrets.get(ns, name)
+		if !ok {
 			s := &corev1.Secret{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 				return "", fmt.Errorf("credential secret %s/%s: %w", ns, name, err)

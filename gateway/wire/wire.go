@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -127,7 +126,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := index.InformerIndexer(context.Background(), mgr.GetCache(), &corev1.Secret{}, nil)
+	secrets, err := watchSecrets(context.Background(), mgr.GetCache())
 	if err != nil {
 		return nil, err
 	}
