@@ -50,8 +50,25 @@ build: ## Build bin/modelgate.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/modelgate .
 
 .PHONY: test
-test: envtest manifests generate lint ## Run every test: unit, envtest suites and end to end.
+test: envtest manifests generate lint ## Run every test: unit, envtest suites, end to end, then each fuzz target briefly.
 	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go test $(GO_TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory fuzz
+
+# Every native fuzz target (package and name); `make fuzz` runs each for
+# FUZZTIME on top of its checked-in corpus (testdata/fuzz).
+FUZZ_TARGETS := \
+	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
+	./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel \
+	./gateway/handlers:FuzzParseText ./gateway/providers:FuzzStreamFromBody \
+	./gateway/tasks/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
+FUZZTIME ?= 3s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 3s) each: parsers, translators, SSE decoders.
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/modelgate-fuzz.log 2>&1 || { cat /tmp/modelgate-fuzz.log; exit 1; }; \
+	done
 
 ##@ Tools (pinned, installed into bin/)
 

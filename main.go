@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -36,14 +37,17 @@ import (
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/devenv"
 	"github.com/modelgate/modelgate/gateway/handlers"
+	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
 	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/netguard"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
 
@@ -63,6 +67,7 @@ Run 'modelgate <command> -h' for the flags of a command.
 `
 
 func main() {
+	devenv.RunWrappedChild() // `modelgate dev` starts etcd and kube-apiserver through this binary
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -115,6 +120,22 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.systemNamespace, "system-namespace", envOr("MODELGATE_SYSTEM_NAMESPACE", "modelgate-system"),
 		"namespace of platform-wide ModelRoutes and PriceRules")
 	fs.BoolVar(&c.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	registerNetGuard(fs)
+}
+
+// registerNetGuard adds --allow-private-networks: CIDRs or addresses that
+// tenant- and client-chosen URLs (webhooks, reference images, output
+// downloads) may reach although they are not public (local development).
+// MODELGATE_ALLOW_PRIVATE_NETWORKS adds to it. Empty by default.
+func registerNetGuard(fs *flag.FlagSet) {
+	if env := os.Getenv("MODELGATE_ALLOW_PRIVATE_NETWORKS"); env != "" {
+		if err := netguard.Default.AllowList(env); err != nil {
+			fmt.Fprintln(os.Stderr, "MODELGATE_ALLOW_PRIVATE_NETWORKS:", err)
+			os.Exit(2)
+		}
+	}
+	fs.Func("allow-private-networks", "comma-separated CIDRs or addresses that webhook, reference-image and download URLs may reach although not public, e.g. 127.0.0.1/32 for local receivers (env MODELGATE_ALLOW_PRIVATE_NETWORKS); default none",
+		netguard.Default.AllowList)
 }
 
 func envOr(key, def string) string {
@@ -179,6 +200,17 @@ type managerFlags struct {
 	// reviewed asset stays reusable (contract rules 8 and 9).
 	reviewDeadline  time.Duration
 	reviewRetention time.Duration
+	housekeeping    housekeeping.Keeper
+}
+
+// registerHousekeeping adds the flags of the ledger's housekeeping jobs.
+func registerHousekeeping(fs *flag.FlagSet, k *housekeeping.Keeper) {
+	fs.DurationVar(&k.LeaseSweepInterval, "lease-sweep-interval", housekeeping.DefaultLeaseSweepInterval,
+		"how often leases of replicas that stopped renewing them are returned to the balances")
+	fs.DurationVar(&k.StaleRefundInterval, "stale-refund-interval", housekeeping.DefaultStaleRefundInterval,
+		"how often reservations left open by a gateway that died are refunded")
+	fs.DurationVar(&k.StaleAge, "stale-reservation-age", housekeeping.DefaultStaleAge,
+		"age after which an open text reservation is refunded (generation tasks are exempt until they finish)")
 }
 
 func runManager(ctx context.Context, args []string) error {
@@ -192,6 +224,7 @@ func runManager(ctx context.Context, args []string) error {
 	fs.DurationVar(&m.syncPeriod, "status-sync-period", controllers.DefaultBalanceSyncPeriod, "how often ledger figures are mirrored into status")
 	fs.DurationVar(&m.reviewDeadline, "review-deadline", controllers.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
 	fs.DurationVar(&m.reviewRetention, "review-asset-retention", tasks.DefaultReviewAssetRetention, "private asset review: how long an unused reviewed asset stays reusable")
+	registerHousekeeping(fs, &m.housekeeping)
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
 
@@ -219,7 +252,7 @@ func runManager(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider, Blobs: blobs,
-		ReviewDeadline: m.reviewDeadline, ReviewAssetRetention: m.reviewRetention}); err != nil {
+		ReviewDeadline: m.reviewDeadline, ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping}); err != nil {
 		return err
 	}
 	metrics.RegisterTaskPhases(mgr.GetCache())
@@ -256,6 +289,8 @@ type gatewayFlags struct {
 	balanceUnit string
 	cnyPerUSD   decimal.Decimal
 	probeImages bool
+	uploadTTL   time.Duration
+	durability  usagelog.Durability
 }
 
 func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
@@ -270,6 +305,10 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 	})
 	g.cnyPerUSD = decimal.RequireFromString("7.2")
 	fs.IntVar(&g.defaultRPM, "default-requests-per-minute", 0, "per-tenant request limit per replica for tenants without their own; 0 means none")
+	fs.Func("usage-durability", "what a usage row reaches before its response completes: disk (fdatasync, the default; survives power loss) or process (written to the OS, survives a crash of the gateway, not of the machine)",
+		func(v string) (err error) { g.durability, err = usagelog.ParseDurability(v); return err })
+	fs.DurationVar(&g.uploadTTL, "upload-ttl", handlers.DefaultUploadTTL,
+		"how long an upload's signed URL works and the file is kept (a file a live task references is kept until the task ends)")
 	fs.BoolVar(&g.probeImages, "probe-reference-images", true, "download reference images of the multi-image family to check format, size and aspect (turn off without egress)")
 }
 
@@ -279,7 +318,8 @@ func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
 		PublicURL: g.publicURL, BlobDir: os.Getenv("MODELGATE_BLOB_DIR"),
 		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
 		BlobURL:        os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
-		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages}
+		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
+		UploadTTL: g.uploadTTL, UsageDurability: g.durability}
 }
 
 // knownProvider reports whether a provider adapter is compiled in: a text
@@ -346,6 +386,8 @@ type devFlags struct {
 	assetsDir  string
 	crdDir     string
 	samplesDir string
+	database   string
+	housekeep  housekeeping.Keeper
 }
 
 // runDev starts the embedded system: local control plane, SQLite ledger,
@@ -360,6 +402,9 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&d.crdDir, "crd-dir", filepath.Join("config", "crd", "bases"), "CRD manifests to install")
 	fs.StringVar(&d.samplesDir, "samples-dir", filepath.Join("config", "samples"), "manifests applied at start")
 	sysNS := fs.String("system-namespace", "modelgate-system", "namespace of platform-wide routes and prices")
+	fs.StringVar(&d.database, "database", "", "ledger DSN, e.g. postgres://user@localhost/modelgate for a PostgreSQL you already run; default: SQLite in the data directory")
+	registerHousekeeping(fs, &d.housekeep)
+	registerNetGuard(fs)
 	_ = fs.Parse(args)
 	setupLogs(true)
 	log := ctrl.Log.WithName("dev")
@@ -381,7 +426,10 @@ func runDev(ctx context.Context, args []string) error {
 			log.Error(err, "stop control plane")
 		}
 	}()
-	dsn := "sqlite://" + filepath.Join(dataDir, "ledger.db")
+	dsn := d.database
+	if dsn == "" {
+		dsn = "sqlite://" + filepath.Join(dataDir, "ledger.db")
+	}
 	ledger, err := store.Open(ctx, dsn)
 	if err != nil {
 		return err
@@ -403,7 +451,8 @@ func runDev(ctx context.Context, args []string) error {
 	if opts.Blobs, err = wire.OpenBlobs(opts, func() string { return "http://" + gw.Addr() }); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider, Blobs: opts.Blobs}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider, Blobs: opts.Blobs,
+		Housekeeping: d.housekeep}); err != nil {
 		return err
 	}
 	gw, err = wire.Gateway(mgr, ledger, opts)
@@ -439,7 +488,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	info.GatewayURL = "http://" + gw.Addr()
 	info.Kubeconfig = cp.KubeconfigPath
-	info.Database = dsn
+	info.Database = redactDSN(dsn) // printed in the banner: never a password
 	info.SystemNamespace = *sysNS
 	if err := devenv.WriteInfo(filepath.Join(dataDir, "dev.json"), info); err != nil {
 		stop()
@@ -470,4 +519,13 @@ func devSignals() context.Context {
 		os.Exit(1)
 	}()
 	return ctx
+}
+
+// redactDSN hides the password of a URL-shaped DSN.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	return u.Redacted()
 }

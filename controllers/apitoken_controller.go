@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -45,6 +46,7 @@ type ApiTokenReconciler struct {
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=apitokens,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=modelgate.io,resources=apitokens/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=modelgate.io,resources=apitokens/finalizers,verbs=update
 
 // Reconcile provisions one ApiToken.
 func (r *ApiTokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -53,7 +55,10 @@ func (r *ApiTokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !tok.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, finalize(ctx, r.Client, tok, func(ctx context.Context) error { return r.disable(ctx, tok) })
+	}
+	if err := ensureFinalizer(ctx, r.Client, tok); err != nil {
+		return ctrl.Result{}, err
 	}
 	before := tok.DeepCopy()
 	res, err := r.reconcile(ctx, tok)
@@ -61,6 +66,21 @@ func (r *ApiTokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		err = errors.Join(err, perr)
 	}
 	return res, err
+}
+
+// disable is what deleting a key does to the ledger: it reserves nothing
+// more, its leases go back to its balances, its rows stay. The gateways stop
+// authenticating it as soon as their caches see the deletion.
+func (r *ApiTokenReconciler) disable(ctx context.Context, tok *v1.ApiToken) error {
+	if tok.Status.TokenID == 0 {
+		return nil // never registered
+	}
+	returned, err := r.Ledger.DisableToken(ctx, tok.Status.TokenID)
+	if err != nil {
+		return ledgerError{err}
+	}
+	log.FromContext(ctx).Info("deleted key disabled in the ledger", "tokenID", tok.Status.TokenID, "leaseQuotaReturned", int64(returned))
+	return nil
 }
 
 func (r *ApiTokenReconciler) reconcile(ctx context.Context, tok *v1.ApiToken) (ctrl.Result, error) {
@@ -88,15 +108,17 @@ func (r *ApiTokenReconciler) reconcile(ctx context.Context, tok *v1.ApiToken) (c
 		}
 		return ctrl.Result{}, err
 	}
+	registered := tok.Status.TokenID != 0
 	if err := r.register(ctx, tok); err != nil {
-		setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, false, reasonFor(err), err.Error())
+		markFailure(&tok.Status.Conditions, gen, registered, err)
 		return ctrl.Result{}, err
 	}
 	next, err := r.mirrorUsage(ctx, tok)
 	if err != nil {
-		setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, false, v1.ReasonLedgerUnavailable, err.Error())
+		markFailure(&tok.Status.Conditions, gen, registered, ledgerError{err})
 		return ctrl.Result{}, err
 	}
+	markSynced(&tok.Status.Conditions, gen)
 	now := r.Clock.Now()
 	tok.Status.State = TokenState(tok, now)
 	setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, true, v1.ReasonReconciled, "key is provisioned and registered")

@@ -25,6 +25,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/tasks/upstream"
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
@@ -42,6 +43,8 @@ const (
 	ResultValidity = 24 * time.Hour
 	// CodeGenerationFailed is the error code of a failed task.
 	CodeGenerationFailed = "generation_failed"
+	// CodeDeleted is the error code of a task deleted before it finished.
+	CodeDeleted = "deleted"
 
 	// DefaultReviewDeadline is the private asset review deadline per round.
 	DefaultReviewDeadline = 20 * time.Minute
@@ -92,6 +95,7 @@ type GenerationTaskReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks/finalizers,verbs=update
 // +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks/status,verbs=get;update;patch
 
 // Reconcile advances one GenerationTask.
@@ -101,7 +105,10 @@ func (r *GenerationTaskReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !t.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, finalize(ctx, r.Client, t, func(ctx context.Context) error { return r.abandon(ctx, t) })
+	}
+	if err := ensureFinalizer(ctx, r.Client, t); err != nil {
+		return ctrl.Result{}, err
 	}
 	before := t.DeepCopy()
 	res, err := r.reconcile(ctx, t)
@@ -515,6 +522,57 @@ func (r *GenerationTaskReconciler) fail(ctx context.Context, t *v1.GenerationTas
 	return nil
 }
 
+// abandon is what deleting an unfinished task does: the upstream is asked to
+// cancel where its adapter can, the reservation is refunded, and the task is
+// archived as failed with code "deleted" (nothing is charged). A final task
+// has nothing left to settle.
+func (r *GenerationTaskReconciler) abandon(ctx context.Context, t *v1.GenerationTask) error {
+	if tasks.Final(t.Status.Phase) {
+		return nil
+	}
+	r.cancelUpstream(ctx, t)
+	if err := r.fail(ctx, t, r.Clock.Now(), "the task was deleted before it finished"); err != nil {
+		return err
+	}
+	t.Status.Error.Code = CodeDeleted
+	if err := r.archive(ctx, t); err != nil {
+		return fmt.Errorf("archive the deleted task: %w", err)
+	}
+	log.FromContext(ctx).Info("deleted task refunded and archived as failed", "task", t.Spec.TaskID)
+	return nil
+}
+
+// cancelUpstream asks the upstream to drop an accepted task, where the
+// adapter can; failures are logged, never blocking the deletion.
+func (r *GenerationTaskReconciler) cancelUpstream(ctx context.Context, t *v1.GenerationTask) {
+	if t.Status.UpstreamTaskID == "" || t.Status.Backend == "" {
+		return
+	}
+	sub, err := tasks.SubmissionOf(t)
+	if err != nil {
+		return
+	}
+	route, backend, err := r.backend(ctx, t, sub)
+	if err != nil || backend == nil {
+		return
+	}
+	ad, ok := upstream.Get(backend.Provider)
+	if !ok {
+		return
+	}
+	c, ok := ad.(upstream.Canceler)
+	if !ok {
+		return
+	}
+	call, err := r.upstreamCall(ctx, t, route, backend)
+	if err == nil {
+		err = c.Cancel(ctx, call, t.Status.UpstreamTaskID)
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("the upstream did not cancel the deleted task", "task", t.Spec.TaskID, "error", err.Error())
+	}
+}
+
 // finish archives a final task once, then deletes the object after its retention.
 func (r *GenerationTaskReconciler) finish(ctx context.Context, t *v1.GenerationTask, now time.Time) (ctrl.Result, error) {
 	if !meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady) {
@@ -539,6 +597,10 @@ func (r *GenerationTaskReconciler) finish(ctx context.Context, t *v1.GenerationT
 	}
 	if left := final.Add(retention).Sub(now); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	// Final, archived and delivered: nothing is left for the finalizer.
+	if err := removeFinalizer(ctx, r.Client, t); err != nil {
+		return ctrl.Result{}, err
 	}
 	if err := r.Client.Delete(ctx, t); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("delete after retention: %w", err)

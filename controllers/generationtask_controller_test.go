@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -99,6 +101,30 @@ var _ = Describe("GenerationTask reconciler", func() {
 		Expect(err).NotTo(HaveOccurred())
 		return b
 	}
+
+	It("refunds a task deleted before it ends and archives it as failed (deleted); usage rows are untouched", func() {
+		before := balance()
+		t := submit("deleted lamps", 2, "sim")
+		step(t)
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskInProgress))
+		Expect(t.Finalizers).To(ContainElement(v1.LedgerFinalizer))
+		Expect(balance().Remain).To(BeNumerically("<", before.Remain), "reserved while running")
+
+		Expect(c.Delete(ctx, t)).To(Succeed())
+		Expect(c.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed(), "held by the finalizer")
+		_, err := tasktest.Step(ctx, r, c, t)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(t), &v1.GenerationTask{}))).To(BeTrue(), "gone once settled")
+
+		Expect(balance().Balance).To(Equal(before.Balance), "the reservation came back in full")
+		rec, err := ledger.TaskByID(ctx, userID, t.Spec.TaskID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rec.Status).To(Equal("failed"))
+		Expect(rec.BillingStatus).To(Equal(string(v1.BillingRefunded)))
+		Expect(rec.CompletedAt).NotTo(BeZero())
+		Expect(string(rec.Body)).To(ContainSubstring(`"code":"deleted"`))
+	})
 
 	It("advances queued → in_progress → completed with coalesced progress, settles once, archives, and deletes after retention", func() {
 		t := submit("four lamps", 4, "sim")
@@ -402,6 +428,32 @@ var _ = Describe("GenerationTask reconciler", func() {
 			step(t)
 			Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(t), &v1.GenerationTask{}))).To(BeTrue())
 			Expect(received()).To(HaveLen(3))
+		})
+
+		It("sends nothing to an internal address: the delivery gives up at once", func() {
+			// A receiver on 127.0.0.2: loopback, and not on the tests' allow-list (127.0.0.1 only).
+			ln, err := net.Listen("tcp", "127.0.0.2:0")
+			if err != nil {
+				Skip("127.0.0.2 is not usable here: " + err.Error())
+			}
+			var hits atomic.Int32
+			internal := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) })}
+			go func() { _ = internal.Serve(ln) }()
+			DeferCleanup(internal.Close)
+			tenant := &v1.Tenant{}
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "acct"}, tenant)).To(Succeed())
+			tenant.Spec.Webhook.URL = "http://" + ln.Addr().String() + "/hooks/tasks"
+			Expect(c.Update(ctx, tenant)).To(Succeed())
+
+			By("the task's event is given up after one refused attempt; nothing reached the receiver")
+			t := finishTask("hooked inside")
+			step(t)
+			Expect(t.Status.Webhook.State).To(Equal(v1.WebhookFailed))
+			Expect(t.Status.Webhook.Attempts).To(Equal(int32(1)))
+			Expect(t.Status.Webhook.LastError).To(ContainSubstring("not allowed"))
+			Expect(t.Status.Webhook.LastError).NotTo(ContainSubstring("127.0.0.2"))
+			Expect(hits.Load()).To(BeZero())
+			Expect(received()).To(BeEmpty())
 		})
 
 		It("sends task.failed with refunded billing and gives up after maxAttempts", func() {

@@ -25,6 +25,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/netguard"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/tasks/upstream"
 	// The adapters register themselves.
@@ -437,9 +438,16 @@ func (r *GenerationTaskReconciler) download(ctx context.Context, t *v1.Generatio
 	if err != nil {
 		return "", &upstream.Error{Class: upstream.Permanent, Message: "an output URL is invalid", Err: err}
 	}
-	resp, err := upstream.Client.Do(req)
+	resp, err := upstream.Downloads.Do(req)
+	if errors.Is(err, netguard.ErrForbidden) {
+		return "", &upstream.Error{Class: upstream.Permanent, Message: "an output URL's address is not allowed: " + netguard.Reason(err)}
+	}
 	if err != nil {
-		return "", &upstream.Error{Class: upstream.Transient, Message: "the output could not be downloaded", Retry: true, Err: err}
+		// Reason, not err: a transport error names the full URL (signed
+		// query included) and the address it resolved to, and this one is
+		// logged.
+		return "", &upstream.Error{Class: upstream.Transient, Message: "the output could not be downloaded", Retry: true,
+			Err: errors.New(netguard.Reason(err))}
 	}
 	defer resp.Body.Close()
 	switch {
@@ -465,7 +473,8 @@ func (r *GenerationTaskReconciler) download(ctx context.Context, t *v1.Generatio
 			return "", &upstream.Error{Class: upstream.Permanent, Message: fmt.Sprintf("an output is larger than %d bytes", limit)}
 		}
 		if lr.ReadErr != nil {
-			return "", &upstream.Error{Class: upstream.Transient, Message: "the output download was cut off", Retry: true, Err: err}
+			// No Err: a read error names both ends' addresses, and this one is logged.
+			return "", &upstream.Error{Class: upstream.Transient, Message: "the output download was cut off", Retry: true}
 		}
 		return "", fmt.Errorf("store: %w", err)
 	}

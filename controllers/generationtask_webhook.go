@@ -80,7 +80,7 @@ func (r *GenerationTaskReconciler) deliverWebhook(ctx context.Context, t *v1.Gen
 		return 0
 	}
 	d.LastError = res.Err.Error()
-	if d.Attempts >= maxAttempts {
+	if d.Attempts >= maxAttempts || res.Forbidden { // a forbidden address stays forbidden
 		d.State, d.NextAttemptAt = v1.WebhookFailed, nil
 		log.FromContext(ctx).Info("webhook gave up", "task", t.Spec.TaskID, "attempts", d.Attempts, "reason", d.LastError)
 		return 0

@@ -19,6 +19,8 @@ type Ledger interface {
 	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
 	TenantLeased(ctx context.Context, userID int64) (billing.Quota, error)
 	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
+	DisableToken(ctx context.Context, tokenID int64) (billing.Quota, error)
+	DisableTenantTokens(ctx context.Context, userID int64) (billing.Quota, error)
 }
 
 var _ Ledger = (*store.Store)(nil)

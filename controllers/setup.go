@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/tasks"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	// ReviewAssetRetention keeps reviewed private assets reusable this long
 	// without use; default 60 days.
 	ReviewAssetRetention time.Duration
+	// Housekeeping sets the intervals of the lease sweeper and the
+	// stale-reservation refunder (zero fields: the housekeeping defaults).
+	Housekeeping housekeeping.Keeper
 }
 
 // Setup registers every reconciler with the manager. Indexes are registered
@@ -58,6 +62,15 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			blobs = o.Blobs
 		}
 		if err := mgr.Add(tasks.NewReviewSweeper(rr, blobs, o.Clock, o.ReviewAssetRetention)); err != nil {
+			return err
+		}
+	}
+	if hl, ok := o.Ledger.(housekeeping.Ledger); ok {
+		k := housekeeping.New(hl, o.Clock)
+		k.LeaseSweepInterval = o.Housekeeping.LeaseSweepInterval
+		k.StaleRefundInterval = o.Housekeeping.StaleRefundInterval
+		k.StaleAge = o.Housekeeping.StaleAge
+		if err := mgr.Add(k); err != nil {
 			return err
 		}
 	}

@@ -2,12 +2,15 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
 // patchStatusIfChanged writes obj's status when it differs from before's, as a
@@ -16,7 +19,8 @@ func patchStatusIfChanged(ctx context.Context, c client.Client, before, obj clie
 	if equality.Semantic.DeepEqual(before, obj) {
 		return nil
 	}
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+	// A gone object (deleted once its finalizer went) has no status to keep.
+	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("patch status: %w", err)
 	}
 	return nil
@@ -31,4 +35,30 @@ func setCondition(conds *[]metav1.Condition, generation int64, typ string, ok bo
 	meta.SetStatusCondition(conds, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation,
 	})
+}
+
+// ConditionLedgerSynced is False while the ledger cannot be reached for an
+// object that is already registered in it.
+const ConditionLedgerSynced = "LedgerSynced"
+
+// markFailure records a failed reconcile step. A ledger outage does not
+// make an object that is already registered unusable: gateways go on
+// serving its keys from their leases and the durable usage journal. So for a
+// registered object a ledger error leaves Ready as it was and sets
+// LedgerSynced=False; any other failure (or an object never registered)
+// sets Ready=False as before.
+func markFailure(conds *[]metav1.Condition, gen int64, registered bool, err error) {
+	var le ledgerError
+	if registered && errors.As(err, &le) && meta.IsStatusConditionTrue(*conds, v1.ConditionReady) {
+		setCondition(conds, gen, ConditionLedgerSynced, false, v1.ReasonLedgerUnavailable, err.Error())
+		return
+	}
+	setCondition(conds, gen, v1.ConditionReady, false, reasonFor(err), err.Error())
+}
+
+// markSynced clears a ledger outage once a reconcile reached the ledger.
+func markSynced(conds *[]metav1.Condition, gen int64) {
+	if meta.FindStatusCondition(*conds, ConditionLedgerSynced) != nil {
+		setCondition(conds, gen, ConditionLedgerSynced, true, v1.ReasonReconciled, "the ledger answers")
+	}
 }

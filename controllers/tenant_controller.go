@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +20,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
+	"github.com/modelgate/modelgate/gateway/netguard"
 )
 
 // Tenant reasons.
@@ -44,6 +46,7 @@ type TenantReconciler struct {
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=tenants,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=modelgate.io,resources=tenants/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=modelgate.io,resources=tenants/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -54,7 +57,10 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !tenant.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, finalize(ctx, r.Client, tenant, func(ctx context.Context) error { return r.disableKeys(ctx, tenant) })
+	}
+	if err := ensureFinalizer(ctx, r.Client, tenant); err != nil {
+		return ctrl.Result{}, err
 	}
 	before := tenant.DeepCopy()
 	res, err := r.reconcile(ctx, tenant)
@@ -62,6 +68,22 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		err = errors.Join(err, perr)
 	}
 	return res, err
+}
+
+// disableKeys is what deleting a tenant does to the ledger: every key of it
+// reserves nothing more and every lease on them returns. The balance,
+// grants and usage rows stay (a tenant re-created in the namespace is a new
+// ledger account: its UID differs).
+func (r *TenantReconciler) disableKeys(ctx context.Context, t *v1.Tenant) error {
+	if t.Status.UserID == 0 {
+		return nil // never registered
+	}
+	returned, err := r.Ledger.DisableTenantTokens(ctx, t.Status.UserID)
+	if err != nil {
+		return ledgerError{err}
+	}
+	log.FromContext(ctx).Info("deleted tenant's keys disabled in the ledger", "userID", t.Status.UserID, "leaseQuotaReturned", int64(returned))
+	return nil
 }
 
 func (r *TenantReconciler) reconcile(ctx context.Context, t *v1.Tenant) (ctrl.Result, error) {
@@ -73,20 +95,47 @@ func (r *TenantReconciler) reconcile(ctx context.Context, t *v1.Tenant) (ctrl.Re
 			fmt.Sprintf("namespace %s already has Tenant %q; only one Tenant may live in a namespace", t.Namespace, other))
 		return ctrl.Result{}, nil
 	}
+	registered := t.Status.UserID != 0
 	for _, step := range []func(context.Context, *v1.Tenant) error{r.register, r.applyGrants, r.ensureAccessToken} {
 		if err := step(ctx, t); err != nil {
-			setCondition(&t.Status.Conditions, gen, v1.ConditionReady, false, reasonFor(err), err.Error())
+			markFailure(&t.Status.Conditions, gen, registered, err)
 			return ctrl.Result{}, err
 		}
 	}
 	requeue, err := r.mirrorBalance(ctx, t)
 	if err != nil {
-		setCondition(&t.Status.Conditions, gen, v1.ConditionReady, false, v1.ReasonLedgerUnavailable, err.Error())
+		markFailure(&t.Status.Conditions, gen, registered, ledgerError{err})
 		return ctrl.Result{}, err
 	}
+	markSynced(&t.Status.Conditions, gen)
+	r.checkWebhook(ctx, t)
 	setCondition(&t.Status.Conditions, gen, v1.ConditionReady, true, v1.ReasonReconciled, "tenant is registered and its grants are applied")
 	t.Status.ObservedGeneration = gen
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// checkWebhook tells the tenant up front whether its webhook URL may be
+// called: a URL to an internal address (loopback, private, link-local,
+// metadata, ...) gets WebhookReady=False and is never called. The message
+// names no address. The check is repeated on every delivery, on the address
+// actually dialed.
+func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) {
+	if t.Spec.Webhook == nil {
+		meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionWebhookReady)
+		return
+	}
+	gen := t.Generation
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a slow resolver must not hold the reconcile
+	defer cancel()
+	if err := netguard.Default.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
+		reason, msg := v1.ReasonForbiddenAddress, "webhook URL refused: "+netguard.Reason(err)
+		if !errors.Is(err, netguard.ErrForbidden) {
+			reason, msg = v1.ReasonUnresolvable, "webhook host: "+err.Error()
+		}
+		setCondition(&t.Status.Conditions, gen, v1.ConditionWebhookReady, false, reason, msg+"; no task webhook will be sent")
+		return
+	}
+	setCondition(&t.Status.Conditions, gen, v1.ConditionWebhookReady, true, v1.ReasonReconciled, "task webhooks go to a public address")
 }
 
 // olderTenant returns the name of another Tenant of the namespace that came

@@ -37,6 +37,29 @@ func readyTenantIn(ns string, grants ...v1.Grant) *v1.Tenant {
 func credits(s string) *v1.Decimal { d := v1.Decimal(s); return &d }
 
 var _ = Describe("Tenant controller", func() {
+	DescribeTable("says whether the webhook URL may be called, naming no address",
+		func(url string, ready metav1.ConditionStatus, reason string) {
+			ns := newTenantNamespace()
+			t := &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "acct", Namespace: ns}, Spec: v1.TenantSpec{
+				Webhook: &v1.WebhookSpec{URL: url, SecretRef: v1.SecretKeyRef{Name: "hook", Key: "secret"}}}}
+			Expect(k8s.Create(ctx, t)).To(Succeed())
+			Eventually(func(g Gomega) {
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+				cond := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionWebhookReady)
+				g.Expect(cond).NotTo(BeNil())
+				g.Expect(cond.Status).To(Equal(ready))
+				g.Expect(cond.Reason).To(Equal(reason))
+				g.Expect(cond.Message).NotTo(Or(ContainSubstring("169.254"), ContainSubstring("10.0.0"), ContainSubstring("127.0.0.2")))
+				g.Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady)).To(BeTrue(), "the tenant itself still works")
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+		},
+		Entry("cloud metadata", "http://169.254.169.254/latest/meta-data", metav1.ConditionFalse, v1.ReasonForbiddenAddress),
+		Entry("a private address", "https://10.0.0.7/hooks", metav1.ConditionFalse, v1.ReasonForbiddenAddress),
+		Entry("loopback outside the allow-list", "http://127.0.0.2:19400/hook", metav1.ConditionFalse, v1.ReasonForbiddenAddress),
+		Entry("IPv4-mapped IPv6 loopback", "http://[::ffff:127.0.0.2]/hook", metav1.ConditionFalse, v1.ReasonForbiddenAddress),
+		Entry("a public address", "https://93.184.216.34/hooks", metav1.ConditionTrue, v1.ReasonReconciled),
+	)
+
 	It("registers the tenant, applies each grant once and keeps an access token", func() {
 		ns := newTenantNamespace()
 		t := readyTenantIn(ns, v1.Grant{ID: "welcome", Credits: credits("200")}, v1.Grant{ID: "bonus", Quota: ptr.To[int64](1000)})

@@ -49,6 +49,19 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonLedgerUnavailable: the database could not be reached; retried.
 	ReasonLedgerUnavailable = "LedgerUnavailable"
+	// LedgerFinalizer holds Tenants, ApiTokens and GenerationTasks until
+	// their money is settled: a deleted task's reservation refunded, a
+	// deleted key disabled and its leases returned (docs/controllers.md,
+	// "Deletion").
+	LedgerFinalizer = "modelgate.io/ledger"
+	// ConditionWebhookReady (Tenant) is True when spec.webhook.url may be
+	// called: it resolves to public internet addresses only.
+	ConditionWebhookReady = "WebhookReady"
+	// ReasonForbiddenAddress: a tenant-chosen URL points at an internal
+	// address (loopback, private, link-local, metadata, ...); nothing is sent.
+	ReasonForbiddenAddress = "ForbiddenAddress"
+	// ReasonUnresolvable: a tenant-chosen URL's host does not resolve (yet).
+	ReasonUnresolvable = "Unresolvable"
 )
 
 // DefaultGroup is the routing group of keys and backends that name none.

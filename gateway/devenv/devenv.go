@@ -58,10 +58,17 @@ func Start(o Options) (*ControlPlane, error) {
 	if err := os.MkdirAll(etcdDir, 0o700); err != nil {
 		return nil, err
 	}
+	// etcd and kube-apiserver start through a wrapper that ties their life
+	// to this process: if `modelgate dev` is SIGKILLed they die with it
+	// instead of holding the data directory and their ports as orphans.
+	assets, err := wrapAssets(o.AssetsDir, filepath.Join(o.DataDir, "bin"))
+	if err != nil {
+		return nil, fmt.Errorf("control-plane wrapper: %w", err)
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{o.CRDDir},
 		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: o.AssetsDir,
+		BinaryAssetsDirectory: assets,
 		// kube-apiserver drains for a while on SIGTERM; on a busy 2-core
 		// machine that can exceed envtest's 20 s default.
 		ControlPlaneStopTimeout: time.Minute,

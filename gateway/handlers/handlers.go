@@ -36,7 +36,7 @@ type Deps struct {
 	Limiter *ratelimit.Limiter
 	// Leaser reserves quota from this replica's leases.
 	Leaser *store.Leaser
-	// UsageLog queues usage rows for batched, durable writing.
+	// UsageLog makes usage rows durable by group commit.
 	UsageLog UsageSink
 	// Prices returns the current price table (rebuilt on PriceRule changes).
 	Prices func() *pricing.Table
@@ -49,16 +49,24 @@ type Deps struct {
 	// BalanceUnit is the display unit of the balance endpoints.
 	BalanceUnit BalanceUnit
 	// UploadTTL is how long an upload's signed URL works and the upload is
-	// kept before the sweeper deletes it; default DefaultUploadTTL (24h).
+	// kept before the sweeper deletes it; default DefaultUploadTTL (7 days).
 	UploadTTL time.Duration
 	// ImageProbe checks remote reference images of the multi-image family;
 	// nil skips those remote checks.
 	ImageProbe media.ImageProbe
 }
 
-// UsageSink takes usage rows; *usagelog.Writer is one.
+// UsageSink takes usage rows (the gateway's is the usagelog.Writer).
+// Submit queues a row; the answer's final bytes wait for its Durable.
 type UsageSink interface {
-	Write(ctx context.Context, row store.UsageRow) error
+	Submit(ctx context.Context, row store.UsageRow) (Durable, error)
+}
+
+// Durable tells when a submitted usage row is durable.
+type Durable interface {
+	// Wait returns nil once the row is in the ledger or fsynced to the
+	// spool; an error when it could not be stored or ctx ended.
+	Wait(ctx context.Context) error
 }
 
 // Mux is where handlers are mounted (http.ServeMux or the gateway server).

@@ -19,6 +19,10 @@ import (
 var (
 	stack *framework.Stack
 	ctx   = context.Background()
+	// usage holds the gateway's usage acknowledgements on demand (durable_test.go).
+	usage = &usageGate{}
+	// stackDir is the stack's data directory (ledger, usage spool).
+	stackDir string
 )
 
 func TestHandlers(t *testing.T) {
@@ -29,7 +33,8 @@ func TestHandlers(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	var err error
-	stack, err = framework.StartStack(framework.StackOptions{Dir: GinkgoT().TempDir()})
+	stackDir = GinkgoT().TempDir()
+	stack, err = framework.StartStack(framework.StackOptions{Dir: stackDir, WrapUsageSink: usage.wrap})
 	Expect(err).NotTo(HaveOccurred())
 })
 

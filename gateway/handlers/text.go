@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/translate"
 )
 
 const (
@@ -119,18 +120,21 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // textCall carries one request through the pipeline.
 type textCall struct {
-	requestID  string
-	body       []byte
-	header     http.Header
-	req        textRequest
-	route      *v1.ModelRoute
-	plan       []routing.Candidate
-	rule       *pricing.Rule
-	accepted   time.Time
-	estimate   billing.Quota
-	hold       *store.Hold
-	retryAfter time.Duration
-	conv       *conversation
+	requestID string
+	body      []byte
+	header    http.Header
+	req       textRequest
+	route     *v1.ModelRoute
+	plan      []routing.Candidate
+	rule      *pricing.Rule
+	accepted  time.Time
+	estimate  billing.Quota
+	// inputEstimate is the admission's estimate of the prompt's tokens: what
+	// a stream whose upstream never reported usage is billed for input.
+	inputEstimate int64
+	hold          *store.Hold
+	retryAfter    time.Duration
+	conv          *conversation
 }
 
 // prepare checks the key's rights, finds the route, the price and the quota.
@@ -180,6 +184,7 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 		outCap = max(maxOut, defaultOutputEstimate)
 	}
 	c.estimate, err = c.rule.EstimateText(int64(bodyLen), outCap, c.accepted)
+	c.inputEstimate = pricing.EstimateInputTokens(int64(bodyLen))
 	if err != nil {
 		return c, http.StatusInternalServerError, "", "could not price the request"
 	}
@@ -237,21 +242,34 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 		return ""
 	}
 	defer res.Close()
-	var usage providers.Usage
-	var response []byte
-	complete := true
-	if res.Stream != nil {
-		capture := &streamCapture{}
-		complete = t.pump(ctx, w, res.Stream, capture.observe)
-		usage, response = res.Stream.Usage(), capture.response
-	} else {
+	if res.Stream == nil {
+		// The body is written only once its usage row is durable: a client
+		// never holds an answer the ledger could lose.
+		if err := t.settle(ctx, p, c, cand, res.Usage, false); err != nil {
+			t.usageNotRecorded(ctx, w, c, false, err)
+			return cand.Backend.Name
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(res.Body)
-		usage, response = res.Usage, res.Body
+		t.saveConversation(context.WithoutCancel(ctx), p, c.req.Model, c.conv, res.Body)
+		return cand.Backend.Name
 	}
-	t.settle(ctx, p, c, cand, usage, !complete)
+	capture := &streamCapture{}
+	complete, tail := t.pump(ctx, w, res.Stream, capture.observe)
+	u := res.Stream.Usage()
+	if !res.Stream.UsageReported() && u.PromptTokens() == 0 {
+		u.InputTokens = c.inputEstimate // never bill a prompt as zero tokens
+	}
+	err = t.settle(ctx, p, c, cand, u, !complete)
+	if err != nil {
+		// The terminal events stay unsent: the client sees an error event
+		// instead of a finished answer.
+		t.usageNotRecorded(ctx, w, c, true, err)
+		return cand.Backend.Name
+	}
+	_, _ = w.Write(tail) // the server flushes it when the handler returns
 	if complete {
-		t.saveConversation(context.WithoutCancel(ctx), p, c.req.Model, c.conv, response)
+		t.saveConversation(context.WithoutCancel(ctx), p, c.req.Model, c.conv, capture.response)
 	}
 	return cand.Backend.Name
 }
@@ -275,7 +293,14 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*pro
 			lastErr = &providers.UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
 			continue
 		}
-		res, err := providers.Invoke(ctx, prov, backend, providers.Request{
+		// A stream's upstream call outlives the client: if the client hangs
+		// up, the rest of the stream is read (bounded, see drain) so the
+		// upstream's usage report is billed. The backend timeout bounds it.
+		uctx := ctx
+		if c.req.Stream {
+			uctx = context.WithoutCancel(ctx)
+		}
+		res, err := providers.Invoke(uctx, prov, backend, providers.Request{
 			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
 		})
 		if err == nil {
@@ -321,9 +346,12 @@ func (t *Text) backend(ctx context.Context, c routing.Candidate) (providers.Back
 // pump copies stream events to the client. An event is flushed as soon as
 // the next one is not already buffered from the upstream (before the stream
 // waits), so a burst of events leaves in one write and a slow stream still
-// sends each event at once. It returns false when the stream did not finish
-// (client gone or upstream cut).
-func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Stream, observe func(providers.Event)) bool {
+// sends each event at once. The events from the upstream's terminal event
+// on (message_stop, [DONE], response.completed, with whatever a translation
+// emits with them) are not written but returned as tail, in SSE framing: the
+// caller sends them once the usage row is durable. complete is false when
+// the stream did not finish (client gone or upstream cut).
+func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Stream, observe func(providers.Event)) (complete bool, tail []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -331,54 +359,83 @@ func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Str
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	unflushed := false
+	unflushed, clientGone := false, false
 	flush := func() error {
 		if !unflushed {
 			return nil
 		}
 		unflushed = false
-		return rc.Flush()
+		// A failed flush means the client left: the stream goes on (the
+		// loop drains it for its usage), so no error stops it here.
+		if rc.Flush() != nil {
+			clientGone = true
+		}
+		return nil
 	}
 	s.BeforeWait(flush)
 	var buf []byte
 	for {
 		ev, err := s.Next()
 		if errors.Is(err, io.EOF) {
-			return flush() == nil && s.Complete()
+			return flush() == nil && s.Complete(), tail
 		}
 		if err != nil {
 			_ = flush()
 			log.FromContext(ctx).Info("stream ended early", "error", err.Error())
-			return false
+			return false, tail
+		}
+		if clientGone {
+			drain(ctx, s) // the client left; the upstream goes on and reports usage
+			return false, tail
 		}
 		if t.p.proto == providers.Responses {
 			observe(ev)
 		}
-		buf = appendEvent(buf[:0], ev)
+		if s.Complete() {
+			tail = ev.AppendSSE(tail)
+			continue
+		}
+		buf = ev.AppendSSE(buf[:0])
 		if _, err := w.Write(buf); err != nil {
-			return false
+			drain(ctx, s)
+			return false, tail
 		}
 		unflushed = true
 	}
 }
 
-// appendEvent appends ev in SSE framing to buf.
-func appendEvent(buf []byte, ev providers.Event) []byte {
-	if ev.Name != "" {
-		buf = append(buf, "event: "...)
-		buf = append(buf, ev.Name...)
-		buf = append(buf, '\n')
+// Bounds of reading an upstream stream after its client left.
+const (
+	drainTimeout = 2 * time.Minute
+	drainBytes   = 8 << 20
+)
+
+// drain reads the rest of an upstream stream nobody will see, so that the
+// stream translator sees the upstream's usage report (OpenAI-style
+// upstreams report usage only in their last chunk): a client that hangs up
+// is billed what the upstream did. It stops at the upstream's end, after
+// drainTimeout or after drainBytes of event data.
+func drain(ctx context.Context, s *providers.Stream) {
+	s.BeforeWait(nil) // nothing to flush to any more
+	deadline := time.Now().Add(drainTimeout)
+	read := 0
+	for read < drainBytes && time.Now().Before(deadline) {
+		ev, err := s.Next()
+		if err != nil {
+			return
+		}
+		read += len(ev.Data)
 	}
-	buf = append(buf, "data: "...)
-	buf = append(buf, ev.Data...)
-	return append(buf, "\n\n"...)
+	log.FromContext(ctx).Info("stopped reading an abandoned upstream stream", "bytes", read)
 }
 
-// settle charges the measured usage and queues the usage row. A stream cut
-// after output began is charged for what was produced, without the
-// minimum charge.
-func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u providers.Usage, cut bool) {
-	ctx = context.WithoutCancel(ctx) // the client may be gone; the charge is not
+// settle charges the measured usage, submits the usage row and waits until
+// the row is durable (in the ledger or fsynced to the usage spool). A stream
+// cut after output began is charged for what was produced, without the
+// minimum charge. The error is the wait's: the client left (the row is
+// still written) or the row could not be stored.
+func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u providers.Usage, cut bool) error {
+	ctx := context.WithoutCancel(reqCtx) // the client may be gone; the charge is not
 	rule := c.rule
 	if cand.Group != "" && cand.Group != c.plan[0].Group { // served by a fallback group: its price
 		if r, err := t.Prices().Select(p.Tenant.Namespace, c.req.Model, cand.Group, pricing.Facts{}); err == nil {
@@ -412,9 +469,34 @@ func (t *Text) settle(ctx context.Context, p *auth.Principal, c textCall, cand r
 		CacheTokens: u.CacheReadTokens, CacheCreationTokens: u.CacheWriteTokens, ReportedTotalTokens: u.ReportedTotalTokens,
 		BillingPhase: store.PhaseSettled, Quota: quota, Backend: cand.Backend.Name, Charge: charge,
 	}
-	if err := t.UsageLog.Write(ctx, row); err != nil {
+	ack, err := t.UsageLog.Submit(ctx, row)
+	if err != nil {
 		log.FromContext(ctx).Error(err, "queue usage row", "requestID", c.requestID)
+		return err
 	}
+	return ack.Wait(reqCtx)
+}
+
+// usageNotRecorded answers a request whose usage row is not durable in
+// place of its answer (or of a stream's terminal events): 503 in the
+// protocol's error shape, or an error event when the stream has begun.
+// A client that left gets nothing.
+func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c textCall, streaming bool, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	log.FromContext(ctx).Error(err, "usage row not durable; answer withheld", "requestID", c.requestID)
+	const msg = "the answer could not be recorded for billing; retry later"
+	if !streaming {
+		t.p.fail(w, http.StatusServiceUnavailable, "usage_not_recorded", msg)
+		return
+	}
+	var ev providers.Event
+	if t.p.proto != providers.ChatCompletions {
+		ev.Name = "error"
+	}
+	ev.Data = translate.ErrorBody(t.p.proto, http.StatusServiceUnavailable, msg)
+	_, _ = w.Write(ev.AppendSSE(nil))
 }
 
 func (t *Text) release(ctx context.Context, c textCall) {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,6 +103,13 @@ func (h *Tokens) Create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	plan, msg := h.plan(r, p)
+	if msg == "" {
+		var err error
+		if msg, err = h.bound(r.Context(), p, &plan); err != nil {
+			log.FromContext(r.Context()).Error(err, "read the creating key's balance")
+			msg = msgGenerateFailed
+		}
+	}
 	if msg != "" {
 		apierr.Simple(w, http.StatusOK, msg)
 		return
@@ -211,7 +219,8 @@ func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tok
 	tok := &v1.ApiToken{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "token-", Namespace: p.Tenant.Namespace,
-			Labels: map[string]string{"modelgate.io/created-by": "api"},
+			Labels:     map[string]string{"modelgate.io/created-by": "api"},
+			Finalizers: []string{v1.LedgerFinalizer}, // registered in the ledger below: disabled on deletion
 		},
 		Spec: v1.ApiTokenSpec{
 			DisplayName: plan.name, KeyHash: keys.Hash(key), KeyPrefix: keys.DisplayPrefix(key),
@@ -237,6 +246,7 @@ func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tok
 		}
 		return tokenView{}, fmt.Errorf("register token: %w", err)
 	}
+	h.awaitCache(ctx, tok.Spec.KeyHash)
 	now := tok.CreationTimestamp.Unix()
 	expired := int64(-1)
 	if plan.expires != nil {
@@ -251,4 +261,15 @@ func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tok
 		ModelLimitsEnabled: plan.req.ModelLimitsEnabled, ModelLimits: plan.modelLimitsCommaSeparated,
 		Group: plan.req.Group, CrossGroupRetry: plan.req.CrossGroupRetry,
 	}, nil
+}
+
+// awaitCache waits (briefly) until this gateway's informer cache holds the
+// new key, so that a client using the key right after the response is not
+// refused by a cache a few milliseconds behind. Other replicas catch up on
+// their own within the watch latency.
+func (h *Tokens) awaitCache(ctx context.Context, keyHash string) {
+	deadline := time.Now().Add(2 * time.Second)
+	for len(h.Auth.Lookup.TokensByKeyHash(keyHash)) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -25,6 +25,8 @@ const (
 	msgImageTooLarge    = "image larger than 10MB"
 	msgAudioUnsupported = "unsupported or invalid audio: allowed MP3, WAV, M4A"
 	msgAudioTooLarge    = "audio larger than 50MB"
+	msgVideoUnsupported = "unsupported or invalid video: allowed MP4, MOV, WebM"
+	msgVideoTooLarge    = "video larger than 100MB"
 	msgFileRequired     = "file is required"
 	msgNotMultipart     = "request must be multipart/form-data with a file field"
 	msgPurposeTooLong   = "purpose must be at most 64 characters"
@@ -33,15 +35,16 @@ const (
 	defaultPurpose   = "generation"
 	maxPurposeLength = 64
 	// DefaultUploadTTL is how long an upload's URL works and the upload is
-	// kept, unless Deps.UploadTTL says otherwise (the contract's 24 hours
-	// for result URLs).
-	DefaultUploadTTL = 24 * time.Hour
+	// kept, unless Deps.UploadTTL (--upload-ttl) says otherwise. Uploads
+	// feed tasks that may be submitted days later, so they outlive the
+	// contract's 24 hours for result URLs (docs/api-choices.md).
+	DefaultUploadTTL = 7 * 24 * time.Hour
 	// multipartOverhead bounds what a request may carry beyond the file
 	// (boundaries, part headers, purpose).
 	multipartOverhead = 1 << 20
 )
 
-// Uploads serves POST /v1/uploads/images and POST /v1/uploads/audios.
+// Uploads serves POST /v1/uploads/images, /audios and /videos.
 type Uploads struct {
 	*Deps
 	Kind        *uploads.Kind
@@ -206,4 +209,6 @@ func registerUploads(mux Mux, d *Deps) {
 		Unsupported: msgImageUnsupported, TooLarge: msgImageTooLarge})
 	mux.Handle("POST /v1/uploads/audios", &Uploads{Deps: d, Kind: uploads.Audio,
 		Unsupported: msgAudioUnsupported, TooLarge: msgAudioTooLarge})
+	mux.Handle("POST /v1/uploads/videos", &Uploads{Deps: d, Kind: uploads.Video,
+		Unsupported: msgVideoUnsupported, TooLarge: msgVideoTooLarge})
 }

@@ -165,7 +165,7 @@ var _ = Describe("upload endpoints", func() {
 			Expect(rec.MimeType).To(Equal(mimeType))
 			Expect(rec.Size).To(Equal(int64(len(data))))
 			Expect(rec.BlobKey).To(HavePrefix(fmt.Sprintf("uploads/%d/", acct.Tenant.Status.UserID)))
-			Expect(rec.ExpiresAt.Sub(rec.CreatedAt)).To(Equal(24 * time.Hour))
+			Expect(rec.ExpiresAt.Sub(rec.CreatedAt)).To(Equal(7*24*time.Hour), "the default --upload-ttl")
 		},
 		Entry("PNG", "/v1/uploads/images", "a.png", "image/png", uploadstest.PNG(64, 48), "image/png"),
 		Entry("JPEG", "/v1/uploads/images", "a.jpg", "image/jpeg", uploadstest.JPEG(64, 48), "image/jpeg"),
@@ -175,6 +175,9 @@ var _ = Describe("upload endpoints", func() {
 		Entry("WAV", "/v1/uploads/audios", "a.wav", "audio/wav", uploadstest.WAV(8000), "audio/wav"),
 		Entry("MP3", "/v1/uploads/audios", "a.mp3", "audio/mpeg", uploadstest.MP3(20), "audio/mpeg"),
 		Entry("M4A", "/v1/uploads/audios", "a.m4a", "audio/x-m4a", uploadstest.M4A(4096), "audio/mp4"),
+		Entry("MP4", "/v1/uploads/videos", "a.mp4", "video/mp4", uploadstest.MP4("isom", 4096), "video/mp4"),
+		Entry("MOV", "/v1/uploads/videos", "a.mov", "video/quicktime", uploadstest.MP4("qt  ", 4096), "video/quicktime"),
+		Entry("WebM", "/v1/uploads/videos", "a.webm", "video/webm", uploadstest.WebM(4096), "video/webm"),
 	)
 
 	It("records the purpose, whether it comes before or after the file", func() {
@@ -206,6 +209,10 @@ var _ = Describe("upload endpoints", func() {
 			[]formPart{{name: "purpose", value: "generation"}}, "file is required"),
 		Entry("a purpose over 64 characters", "/v1/uploads/images",
 			[]formPart{filePart("a.png", "image/png", uploadstest.PNG(4, 4)), {name: "purpose", value: strings.Repeat("p", 65)}}, "purpose must be at most 64 characters"),
+		Entry("an M4A audio to the video endpoint", "/v1/uploads/videos",
+			[]formPart{filePart("a.mp4", "video/mp4", uploadstest.M4A(1024))}, "unsupported or invalid video: allowed MP4, MOV, WebM"),
+		Entry("a PNG to the video endpoint", "/v1/uploads/videos",
+			[]formPart{filePart("a.mp4", "video/mp4", uploadstest.PNG(8, 8))}, "unsupported or invalid video: allowed MP4, MOV, WebM"),
 		Entry("a file under another field name", "/v1/uploads/audios",
 			[]formPart{{name: "audio", filename: "a.wav", contentType: "audio/wav", body: bytes.NewReader(uploadstest.WAV(100))}}, "file is required"),
 	)
@@ -242,6 +249,7 @@ var _ = Describe("upload endpoints", func() {
 		},
 		Entry("an 11 MB image", "/v1/uploads/images", uploadstest.PNG(8, 8), int64(11<<20), "image larger than 10MB"),
 		Entry("a 51 MB audio", "/v1/uploads/audios", uploadstest.WAV(100), int64(51<<20), "audio larger than 50MB"),
+		Entry("a 101 MB video", "/v1/uploads/videos", uploadstest.MP4("isom", 16), int64(101<<20), "video larger than 100MB"),
 	)
 
 	It("keeps upload records and blobs per tenant", func() {

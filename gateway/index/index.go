@@ -5,6 +5,8 @@ package index
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,7 +29,29 @@ const (
 	TaskID = "spec.taskID"
 	// TaskClientBusinessID indexes GenerationTasks by spec.clientBusinessID.
 	TaskClientBusinessID = "spec.clientBusinessID"
+	// TaskUploadRefs indexes unfinished GenerationTasks by the upload IDs
+	// their request names, so the upload sweeper never deletes a file a
+	// live task will still read.
+	TaskUploadRefs = "spec.request.uploads"
 )
+
+// uploadID matches the IDs POST /v1/uploads/* gives ("upl_" and 128 random
+// bits in hex); a signed upload URL carries it in its path.
+var uploadID = regexp.MustCompile(`upl_[0-9a-f]{32}`)
+
+// liveUploadRefs lists the distinct upload IDs in an unfinished task's request.
+func liveUploadRefs(t *v1.GenerationTask) []string {
+	if t.Status.Phase == v1.TaskCompleted || t.Status.Phase == v1.TaskFailed {
+		return nil
+	}
+	var out []string
+	for _, id := range uploadID.FindAll(t.Spec.Request.Raw, -1) {
+		if !slices.Contains(out, string(id)) {
+			out = append(out, string(id))
+		}
+	}
+	return out
+}
 
 func nonEmpty(s string) []string {
 	if s == "" {
@@ -78,6 +102,9 @@ func AddIndexes(ctx context.Context, ix client.FieldIndexer) error {
 		}},
 		{&v1.GenerationTask{}, TaskClientBusinessID, func(o client.Object) []string {
 			return nonEmpty(o.(*v1.GenerationTask).Spec.ClientBusinessID)
+		}},
+		{&v1.GenerationTask{}, TaskUploadRefs, func(o client.Object) []string {
+			return liveUploadRefs(o.(*v1.GenerationTask))
 		}},
 	}
 	for _, i := range indexes {

@@ -15,8 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/modelgate/modelgate/gateway/netguard"
 )
 
 // Defaults of HTTPImageProbe.
@@ -28,7 +29,17 @@ const (
 
 // ErrAddressNotAllowed is returned by HTTPImageProbe for a URL that resolves
 // to a loopback, private, link-local or otherwise internal address.
-var ErrAddressNotAllowed = errors.New("address not allowed")
+var ErrAddressNotAllowed = netguard.ErrForbidden
+
+// redactedError carries a message without addresses and still matches err
+// with errors.Is.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
 
 // HTTPImageProbe fetches an image over HTTP(S) and reports its size and
 // format. It reads the image header with image.DecodeConfig (png and jpeg;
@@ -90,7 +101,13 @@ func (p *HTTPImageProbe) Probe(ctx context.Context, rawURL string) (width, heigh
 	}
 	resp, err := p.client().Do(req)
 	if err != nil {
-		return 0, 0, "", 0, fmt.Errorf("download failed: %w", unwrapURLError(err))
+		// Reason, not err: a dial error names the address the URL resolved
+		// to, and this message goes back to the client.
+		msg := "download failed: " + netguard.Reason(err)
+		if errors.Is(err, ErrAddressNotAllowed) {
+			return 0, 0, "", 0, redactedError{msg: msg, err: ErrAddressNotAllowed}
+		}
+		return 0, 0, "", 0, errors.New(msg)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
@@ -201,13 +218,12 @@ func (w *pipeResponse) Write(b []byte) (int, error) {
 func (w *pipeResponse) Flush() { w.WriteHeader(http.StatusOK) }
 
 func (p *HTTPImageProbe) newClient() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	if !p.AllowPrivateNetworks {
-		dialer.Control = refuseInternal
+		return netguard.Default.Client(netguard.ClientOptions{MaxRedirects: probeMaxRedirects})
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 15 * time.Second,
 		MaxIdleConns:          16,
@@ -225,36 +241,6 @@ func (p *HTTPImageProbe) newClient() *http.Client {
 			return nil
 		},
 	}
-}
-
-// refuseInternal is a net.Dialer Control hook that refuses connections to
-// internal addresses; it runs on the resolved address, so DNS answers cannot
-// bypass it.
-func refuseInternal(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return ErrAddressNotAllowed
-	}
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
-		return ErrAddressNotAllowed
-	}
-	if ip4 := ip.To4(); ip4 != nil && ip4[0] == 100 && ip4[1]&0xc0 == 64 { // 100.64.0.0/10 shared address space
-		return ErrAddressNotAllowed
-	}
-	return nil
-}
-
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // sniffFormat names an image format from its first bytes ("" when unknown).

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func TestHTTPImageProbe(t *testing.T) {
 		{path: "/broken.png", errSub: "invalid png image"},
 		{path: "/missing.png", errSub: "HTTP 404"},
 		{path: "/empty", errSub: "empty"},
-		{path: "/slow", errSub: "deadline exceeded"},
+		{path: "/slow", errSub: "did not answer in time"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.path, func(t *testing.T) {
@@ -161,11 +162,15 @@ func TestHTTPImageProbeRefusesInternalAddresses(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("address not allowed")))
 	_, _, _, _, err = (&HTTPImageProbe{}).Probe(context.Background(), "ftp://example.com/a.png")
 	g.Expect(err).To(MatchError(ContainSubstring("not an http or https URL")))
-	for _, addr := range []string{"127.0.0.1:80", "10.1.2.3:443", "192.168.0.1:80", "169.254.169.254:80", "[::1]:80", "[fe80::1]:80", "100.64.0.1:80", "0.0.0.0:80"} {
-		g.Expect(refuseInternal("tcp", addr, nil)).To(MatchError(ErrAddressNotAllowed), addr)
-	}
-	g.Expect(refuseInternal("tcp", "93.184.216.34:443", nil)).To(Succeed())
-	g.Expect(refuseInternal("tcp", "[2606:4700::1]:443", nil)).To(Succeed())
+	// A name that resolves inside is refused when dialed, and the client is
+	// not told what it resolved to (the message goes into a 400 answer).
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	_, _, _, _, err = (&HTTPImageProbe{}).Probe(context.Background(), "http://localhost:"+port+"/a.png")
+	g.Expect(err).To(MatchError(ErrAddressNotAllowed))
+	g.Expect(err).To(MatchError(ContainSubstring("address not allowed")))
+	g.Expect(err.Error()).NotTo(ContainSubstring("127.0.0.1"))
+	g.Expect(err.Error()).NotTo(ContainSubstring("::1"))
+	// The ranges themselves are gateway/netguard's tests.
 }
 
 // TestMultiImageWithHTTPProbe runs the multi-image family against real

@@ -54,8 +54,33 @@ var (
 	}, []string{"reason"})
 )
 
+// Housekeeping of the ledger (the manager's leader runs it).
+var (
+	// LeasesSwept counts expired leases released by the lease sweeper.
+	LeasesSwept = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "modelgate_leases_swept_total",
+		Help: "Expired leases (of replicas that stopped renewing them) released by the sweeper.",
+	})
+	// LeaseQuotaReturned counts quota that swept leases still held.
+	LeaseQuotaReturned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "modelgate_lease_quota_returned_total",
+		Help: "Quota units returned to token and tenant balances by the lease sweeper.",
+	})
+	// StaleReservationsRefunded counts orphaned reservations refunded.
+	StaleReservationsRefunded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "modelgate_stale_reservations_refunded_total",
+		Help: "Reservations left open by a gateway that died, refunded by the stale-reservation refunder.",
+	})
+	// StaleQuotaRefunded counts the quota those reservations held.
+	StaleQuotaRefunded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "modelgate_stale_quota_refunded_total",
+		Help: "Quota units returned by the stale-reservation refunder.",
+	})
+)
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(Requests, Duration, TimeToFirstByte, UpstreamErrors, Tokens, QuotaCharged, ReservationsRefused)
+	ctrlmetrics.Registry.MustRegister(Requests, Duration, TimeToFirstByte, UpstreamErrors, Tokens, QuotaCharged, ReservationsRefused,
+		LeasesSwept, LeaseQuotaReturned, StaleReservationsRefunded, StaleQuotaRefunded)
 }
 
 // UsageWriter is what the usage-writer gauges read.

@@ -13,7 +13,8 @@
 //     InsertUsage. The Charge returned by Leaser.Settle goes on the row.
 //   - Asynchronous tasks and anything that must survive a restart between
 //     reserve and settle: Reserve, Settle, Refund by request ID.
-//   - Housekeeping on any replica: SweepExpiredLeases, RefundStale.
+//   - Housekeeping (gateway/housekeeping, on the manager's leader):
+//     SweepExpiredLeases, RefundStale.
 //   - Usage endpoints: ListUsage, SummarizeUsage (ErrInvalidQuery → 422,
 //     ErrQueryTimeout → 503).
 //

@@ -13,6 +13,10 @@ var (
 	// ErrInsufficientQuota: the token, its tenant, or the token's daily or
 	// monthly window cannot cover the amount. Maps to HTTP 402/429.
 	ErrInsufficientQuota = errors.New("insufficient quota")
+	// ErrTokenDisabled: the token was deleted (or its tenant was); it
+	// reserves nothing more. It wraps ErrInsufficientQuota, so a request
+	// that races the deletion is refused like one without quota.
+	ErrTokenDisabled = fmt.Errorf("%w: the key was deleted", ErrInsufficientQuota)
 	// ErrReservationClosed: settling a refunded reservation or refunding a
 	// settled one.
 	ErrReservationClosed = errors.New("reservation already closed")

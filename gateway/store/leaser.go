@@ -164,7 +164,7 @@ func (l *Leaser) returnLease(ctx context.Context, ll *localLease) {
 	ll.id, ll.available = 0, 0
 	ll.mu.Unlock()
 	if id != 0 {
-		_, _ = l.store.releaseLease(ctx, id, false)
+		_, _, _ = l.store.releaseLease(ctx, id, false)
 	}
 }
 
@@ -377,7 +377,7 @@ func (l *Leaser) Close(ctx context.Context) error {
 		if id == 0 {
 			continue
 		}
-		if _, err := l.store.releaseLease(ctx, id, false); err != nil {
+		if _, _, err := l.store.releaseLease(ctx, id, false); err != nil {
 			errs = append(errs, err)
 		}
 	}

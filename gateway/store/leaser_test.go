@@ -192,11 +192,12 @@ func TestLeaseInvariantAcrossReplicas(t *testing.T) {
 		g.Expect(leasers[1].Close(ctx)).To(Succeed())
 		n, err := s.SweepExpiredLeases(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(n).To(BeZero(), "the dead replica's lease has not expired yet")
+		g.Expect(n.Leases).To(BeZero(), "the dead replica's lease has not expired yet")
 		clock.Step(61 * time.Second)
 		n, err = s.SweepExpiredLeases(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(n).To(Equal(1))
+		g.Expect(n.Leases).To(Equal(1))
+		g.Expect(n.Quota).To(BeNumerically(">", 0), "the dead replica's lease held quota")
 
 		count, held, err := s.LeaseTotals(ctx, a.tokenID)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -229,7 +230,7 @@ func TestLeaseNeverOutlivesWindow(t *testing.T) {
 		clock.Step(time.Minute) // the day (and the lease) ended
 		n, err := s.SweepExpiredLeases(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(n).To(Equal(1))
+		g.Expect(n.Leases).To(Equal(1))
 		// The row arrives after its lease was swept: charged directly, exactly once.
 		_, err = s.InsertUsage(ctx, []UsageRow{row, row})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -296,8 +297,37 @@ func TestRefundStale(t *testing.T) {
 		g.Expect(s.Reserve(ctx, "new-open", a.tokenID, a.userID, 100)).To(Succeed())
 		n, err := s.RefundStale(ctx, 30*time.Minute)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(n).To(Equal(1))
+		g.Expect(n).To(Equal(StaleRefund{Reservations: 1, Quota: 100}))
 		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 800, Used: 100}))
+	})
+}
+
+// A generation task can run for longer than any stale age: its reservation
+// stays while the task is unfinished and is swept like any other after.
+func TestRefundStaleSparesUnfinishedTasks(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		clock := newFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		s := openStore(t, dsn, WithClock(clock))
+		a := newAccount(t, s, 1000, 1000, TokenLimits{})
+		g.Expect(s.Reserve(ctx, "req-task", a.tokenID, a.userID, 300)).To(Succeed())
+		task := TaskRecord{TaskID: "task-1", UserID: a.userID, TokenID: a.tokenID, RequestID: "req-task",
+			Kind: "video", Model: "m", Status: "in_progress", CreatedAt: clock.Now().Unix()}
+		_, err := s.InsertTask(ctx, task)
+		g.Expect(err).NotTo(HaveOccurred())
+		clock.Step(48 * time.Hour)
+
+		n, err := s.RefundStale(ctx, time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n.Reservations).To(BeZero(), "the task is still running")
+
+		task.Status, task.CompletedAt = "failure", clock.Now().Unix()
+		g.Expect(s.UpsertTask(ctx, task)).To(Succeed())
+		n, err = s.RefundStale(ctx, time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(StaleRefund{Reservations: 1, Quota: 300}))
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 1000, Used: 0}))
 	})
 }
 
@@ -329,7 +359,7 @@ func TestLeasePrefetchesBeforeRunningOut(t *testing.T) {
 		clock.Step(40 * time.Second) // past the original expiry
 		n, err := s.SweepExpiredLeases(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(n).To(BeZero(), "the renewed lease is alive")
+		g.Expect(n.Leases).To(BeZero(), "the renewed lease is alive")
 		g.Expect(l.Close(ctx)).To(Succeed())
 	})
 }

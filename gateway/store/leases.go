@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/modelgate/modelgate/gateway/billing"
 )
 
 // leaseGrant is what takeLease moved from the balances into a lease row.
@@ -48,6 +50,9 @@ func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, 
 		}
 		if t.userID != userID {
 			return fmt.Errorf("token %d belongs to user %d, not %d: %w", tokenID, t.userID, userID, ErrConflict)
+		}
+		if t.disabled {
+			return fmt.Errorf("token %d: %w", tokenID, ErrTokenDisabled)
 		}
 		tenRemain, tenUnlimited, err := s.lockTenant(ctx, tx, userID)
 		if err != nil {
@@ -195,9 +200,10 @@ func unlease(t *tokenRow, l leaseRow) (tenantDelta int64) {
 }
 
 // releaseLease returns what is left of a lease to the balances and deletes
-// it. With onlyExpired it does nothing to a lease that was renewed meanwhile.
-// A lease that is already gone is not an error.
-func (s *Store) releaseLease(ctx context.Context, leaseID int64, onlyExpired bool) (released bool, err error) {
+// it, reporting the quota it returned. With onlyExpired it does nothing to a
+// lease that was renewed meanwhile. A lease that is already gone is not an
+// error.
+func (s *Store) releaseLease(ctx context.Context, leaseID int64, onlyExpired bool) (returned int64, released bool, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var tokenID, userID int64
 		err := tx.QueryRowContext(ctx, s.q(`SELECT token_id, user_id FROM leases WHERE lease_id = ?`), leaseID).Scan(&tokenID, &userID)
@@ -235,47 +241,59 @@ func (s *Store) releaseLease(ctx context.Context, leaseID int64, onlyExpired boo
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM leases WHERE lease_id = ?`), leaseID); err != nil {
 			return fmt.Errorf("delete lease: %w", err)
 		}
-		released = true
+		returned, released = l.remaining, true
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("release lease %d: %w", leaseID, err)
+		return 0, false, fmt.Errorf("release lease %d: %w", leaseID, err)
 	}
-	return released, nil
+	return returned, released, nil
+}
+
+// LeaseSweep is what one sweep of expired leases gave back.
+type LeaseSweep struct {
+	Leases int           // leases released
+	Quota  billing.Quota // quota they still held, returned to the balances
 }
 
 // SweepExpiredLeases returns the quota of every expired lease (a replica
-// that died or lost the database) to its token and tenant and reports how
-// many leases it released. Run it periodically from any replica or the
-// manager; concurrent sweeps are safe.
-func (s *Store) SweepExpiredLeases(ctx context.Context) (int, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT lease_id FROM leases WHERE expires_at <= ? ORDER BY lease_id`), s.now())
+// that died or lost the database) to its token and tenant. Run it
+// periodically from any replica or the manager; concurrent sweeps are safe.
+func (s *Store) SweepExpiredLeases(ctx context.Context) (LeaseSweep, error) {
+	var sweep LeaseSweep
+	ids, err := s.leaseIDs(ctx, `expires_at <= ?`, s.now())
 	if err != nil {
-		return 0, fmt.Errorf("sweep leases: %w", err)
+		return sweep, fmt.Errorf("sweep leases: %w", err)
 	}
+	for _, id := range ids {
+		returned, ok, err := s.releaseLease(ctx, id, true)
+		if err != nil {
+			return sweep, err
+		}
+		if ok {
+			sweep.Leases++
+			sweep.Quota += billing.Quota(returned)
+		}
+	}
+	return sweep, nil
+}
+
+// leaseIDs lists the leases matching cond, oldest first.
+func (s *Store) leaseIDs(ctx context.Context, cond string, arg any) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT lease_id FROM leases WHERE `+cond+` ORDER BY lease_id`), arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			_ = rows.Close()
-			return 0, fmt.Errorf("sweep leases: %w", err)
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
-	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("sweep leases: %w", err)
-	}
-	n := 0
-	for _, id := range ids {
-		ok, err := s.releaseLease(ctx, id, true)
-		if err != nil {
-			return n, err
-		}
-		if ok {
-			n++
-		}
-	}
-	return n, nil
+	return ids, rows.Err()
 }
 
 // LeaseTotals reports the number of outstanding leases on a token and the

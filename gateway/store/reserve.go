@@ -78,6 +78,9 @@ func (s *Store) Reserve(ctx context.Context, requestID string, tokenID, userID i
 		if t.userID != userID {
 			return fmt.Errorf("token %d belongs to user %d, not %d: %w", tokenID, t.userID, userID, ErrConflict)
 		}
+		if t.disabled {
+			return fmt.Errorf("token %d: %w", tokenID, ErrTokenDisabled)
+		}
 		tenantRemain, tenantUnlimited, err := s.lockTenant(ctx, tx, userID)
 		if err != nil {
 			return err
@@ -233,40 +236,55 @@ func (s *Store) shiftToken(ctx context.Context, tx *sql.Tx, tokenID, dRemain, dU
 	return nil
 }
 
+// StaleRefund is what one pass of RefundStale gave back.
+type StaleRefund struct {
+	Reservations int           // reservations refunded
+	Quota        billing.Quota // quota they held
+}
+
 // RefundStale refunds reservations still open after olderThan: a gateway
 // that died between Reserve and Settle leaves them behind, holding quota.
-// Pick olderThan above the longest task a reservation can cover. It returns
-// how many it refunded.
-func (s *Store) RefundStale(ctx context.Context, olderThan time.Duration) (int, error) {
+// A reservation of a generation task that has not finished is never stale:
+// the task's controller settles or refunds it, however long the task runs
+// (and a deleted task's finalizer refunds it). Pick olderThan above the
+// longest text request.
+func (s *Store) RefundStale(ctx context.Context, olderThan time.Duration) (StaleRefund, error) {
+	var out StaleRefund
 	cutoff := s.clock.Now().Add(-olderThan).Unix()
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT request_id FROM reservations WHERE state = ? AND created_at < ? ORDER BY created_at`),
-		stateReserved, cutoff)
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT r.request_id, r.amount FROM reservations r
+		WHERE r.state = ? AND r.created_at < ?
+		AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.request_id = r.request_id AND t.completed_at IS NULL)
+		ORDER BY r.created_at`), stateReserved, cutoff)
 	if err != nil {
-		return 0, fmt.Errorf("find stale reservations: %w", err)
+		return out, fmt.Errorf("find stale reservations: %w", err)
 	}
-	var ids []string
+	type stale struct {
+		id     string
+		amount int64
+	}
+	var found []stale
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var r stale
+		if err := rows.Scan(&r.id, &r.amount); err != nil {
 			_ = rows.Close()
-			return 0, fmt.Errorf("find stale reservations: %w", err)
+			return out, fmt.Errorf("find stale reservations: %w", err)
 		}
-		ids = append(ids, id)
+		found = append(found, r)
 	}
 	if err := rows.Close(); err != nil {
-		return 0, fmt.Errorf("find stale reservations: %w", err)
+		return out, fmt.Errorf("find stale reservations: %w", err)
 	}
-	n := 0
-	for _, id := range ids {
+	for _, r := range found {
 		// Refund re-checks the state under the row lock: a Settle that won
 		// the race gives ErrReservationClosed, which is fine.
-		switch err := s.Refund(ctx, id); {
+		switch err := s.Refund(ctx, r.id); {
 		case err == nil:
-			n++
+			out.Reservations++
+			out.Quota += billing.Quota(r.amount)
 		case errors.Is(err, ErrReservationClosed):
 		default:
-			return n, err
+			return out, err
 		}
 	}
-	return n, nil
+	return out, nil
 }

@@ -95,7 +95,7 @@ func (s *Store) TokenUsage(ctx context.Context, tokenID int64) (TokenBalance, er
 	}, nil
 }
 
-const tokenCols = `user_id, remain_quota, used_quota, unlimited, daily_limit, daily_used, daily_start, monthly_limit, monthly_used, monthly_start, accessed_time`
+const tokenCols = `user_id, remain_quota, used_quota, unlimited, daily_limit, daily_used, daily_start, monthly_limit, monthly_used, monthly_start, accessed_time, disabled`
 
 // tokenRow is a token as read inside a quota transaction.
 type tokenRow struct {
@@ -105,11 +105,12 @@ type tokenRow struct {
 	dailyLimit, dailyUsed, dailyStart       int64
 	monthlyLimit, monthlyUsed, monthlyStart int64
 	accessed                                int64
+	disabled                                bool // deleted: reserves nothing more
 }
 
 func (t *tokenRow) dest() []any {
 	return []any{&t.userID, &t.remain, &t.used, &t.unlimited, &t.dailyLimit, &t.dailyUsed, &t.dailyStart,
-		&t.monthlyLimit, &t.monthlyUsed, &t.monthlyStart, &t.accessed}
+		&t.monthlyLimit, &t.monthlyUsed, &t.monthlyStart, &t.accessed, &t.disabled}
 }
 
 // roll starts new daily and monthly windows when now has left the stored

@@ -104,6 +104,16 @@ func (s *Store) DeleteUpload(ctx context.Context, userID int64, id string) error
 	return nil
 }
 
+// ExtendUpload moves an upload's expiry to until (the sweeper keeps an
+// upload a live task still references).
+func (s *Store) ExtendUpload(ctx context.Context, userID int64, id string, until time.Time) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE uploads SET expires_at = ? WHERE id = ? AND user_id = ?`),
+		until.Unix(), id, userID); err != nil {
+		return fmt.Errorf("extend upload %s: %w", id, err)
+	}
+	return nil
+}
+
 type uploadRowScanner interface{ Scan(dest ...any) error }
 
 func scanUpload(r uploadRowScanner) (Upload, error) {

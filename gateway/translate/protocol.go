@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"io"
 	"strconv"
 )
@@ -36,6 +37,21 @@ type Usage struct {
 	ReasoningTokens     int64
 }
 
+// nonNegative clamps every count at zero. An upstream that reports a
+// negative count (or more cached tokens than prompt tokens) must never turn
+// a charge into a credit.
+func (u Usage) nonNegative() Usage {
+	clamp := func(p *int64) *int64 {
+		if p != nil && *p < 0 {
+			return ptr[int64](0)
+		}
+		return p
+	}
+	u.InputTokens, u.OutputTokens, u.ReasoningTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0), max(u.ReasoningTokens, 0)
+	u.CacheReadTokens, u.CacheWriteTokens, u.ReportedTotalTokens = clamp(u.CacheReadTokens), clamp(u.CacheWriteTokens), clamp(u.ReportedTotalTokens)
+	return u
+}
+
 // PromptTokens is every input token: uncached, cache read and cache write
 // (OpenAI's prompt_tokens).
 func (u Usage) PromptTokens() int64 {
@@ -69,15 +85,28 @@ var DoneEvent = Event{Data: []byte("[DONE]")}
 func (e Event) IsDone() bool { return string(e.Data) == "[DONE]" }
 
 // AppendSSE appends e in wire form: "event: <name>\n" (when named), then
-// "data: <data>\n\n".
+// "data: <line>\n" for each line of Data, then a blank line. Data read from
+// several data lines has them joined by "\n"; each goes back on a data line
+// of its own, or the receiver would take the rest for other fields and lose
+// it.
 func (e Event) AppendSSE(dst []byte) []byte {
 	if e.Name != "" {
 		dst = append(dst, "event: "...)
 		dst = append(dst, e.Name...)
 		dst = append(dst, '\n')
 	}
+	data := e.Data
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		dst = append(dst, "data: "...)
+		dst = append(dst, data[:i+1]...)
+		data = data[i+1:]
+	}
 	dst = append(dst, "data: "...)
-	dst = append(dst, e.Data...)
+	dst = append(dst, data...)
 	return append(dst, '\n', '\n')
 }
 

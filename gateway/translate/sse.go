@@ -13,6 +13,10 @@ type SSEReader struct {
 	r    *bufio.Reader
 	data []byte
 	line []byte
+	// rest is what follows a lone CR in the last line read: more lines,
+	// returned before the next read.
+	rest    []byte
+	hasRest bool
 }
 
 // NewSSEReader returns a reader of the events in r.
@@ -117,8 +121,12 @@ func (s *SSEReader) Ready() bool {
 }
 
 // readLine returns one line without its terminator; the slice is valid until
-// the next read.
+// the next read. Lines end at LF, CRLF or a lone CR, as the SSE
+// specification has it.
 func (s *SSEReader) readLine() ([]byte, error) {
+	if s.hasRest {
+		return s.splitCR(s.rest), nil
+	}
 	line, err := s.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		s.line = append(s.line[:0], line...)
@@ -133,5 +141,17 @@ func (s *SSEReader) readLine() ([]byte, error) {
 	}
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	line = bytes.TrimSuffix(line, []byte{'\r'})
-	return line, nil
+	return s.splitCR(line), nil
+}
+
+// splitCR returns line up to its first CR and keeps the rest for the next
+// readLine (no read happens in between, so the slice stays valid).
+func (s *SSEReader) splitCR(line []byte) []byte {
+	i := bytes.IndexByte(line, '\r')
+	if i < 0 {
+		s.rest, s.hasRest = nil, false
+		return line
+	}
+	s.rest, s.hasRest = line[i+1:], true
+	return line[:i]
 }

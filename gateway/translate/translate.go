@@ -63,15 +63,17 @@ func EncodeResponse(p Protocol, r *Response) ([]byte, error) {
 // ResponseUsage reads the usage of a complete response body of protocol p
 // without decoding the rest. It returns false when the body has none.
 func ResponseUsage(p Protocol, body []byte) (Usage, bool) {
+	var u Usage
+	var ok bool
 	switch p {
 	case Messages:
-		return messagesUsageOf(body)
+		u, ok = messagesUsageOf(body)
 	case ChatCompletions:
-		return chatUsageOf(body)
+		u, ok = chatUsageOf(body)
 	case Responses:
-		return responsesUsageOf(body)
+		u, ok = responsesUsageOf(body)
 	}
-	return Usage{}, false
+	return u.nonNegative(), ok
 }
 
 // TranslateRequest converts a client request body of protocol from into a
@@ -108,7 +110,7 @@ func TranslateResponse(from, to Protocol, body []byte, clientModel string) ([]by
 		r.Model = clientModel
 	}
 	out, err := EncodeResponse(to, r)
-	return out, r.Usage, err
+	return out, r.Usage.nonNegative(), err
 }
 
 // SetModel rewrites the top-level "model" string of body. An empty model, or
@@ -257,9 +259,9 @@ func (t *StreamTranslator) encode() []Event {
 // streamed (ReportedTotalTokens nil).
 func (t *StreamTranslator) Usage() Usage {
 	if t.reported {
-		return t.usage
+		return t.usage.nonNegative()
 	}
-	u := t.usage
+	u := t.usage.nonNegative()
 	u.ReportedTotalTokens = nil
 	if u.OutputTokens == 0 {
 		u.OutputTokens = max((t.deltaBytes+3)/4, t.deltaChunksEstimate())

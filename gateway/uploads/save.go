@@ -27,13 +27,16 @@ var (
 // Kind is a family of accepted files: the types detected from the bytes and
 // the size limit.
 type Kind struct {
-	// Name is "image" or "audio"; also the first segment of blob keys.
+	// Name is "image", "audio" or "video"; also a segment of blob keys.
 	Name string
 	// MaxBytes is the largest accepted file.
 	MaxBytes int64
 	// Types maps a type mimetype detects to the canonical type reported and
 	// stored, and the canonical type to its file extension.
 	Types []Type
+	// Excluded are detected types refused even though a parent is accepted
+	// (an M4A audio is an MPEG-4 file, but not a video).
+	Excluded []string
 }
 
 // Type is one accepted type.
@@ -64,10 +67,27 @@ var Audio = &Kind{Name: "audio", MaxBytes: 50 << 20, Types: []Type{
 	{Detected: []string{"audio/x-m4a", "audio/mp4"}, Canonical: "audio/mp4", Ext: ".m4a"},
 }}
 
+// MaxVideoBytes is the video upload limit: the same 100 MiB cap private
+// asset review puts on a reference video, so anything uploaded can be used.
+const MaxVideoBytes = 100 << 20
+
+// Video: MP4, MOV (QuickTime) or WebM, at most 100 MB, for video_list and
+// video_with_roles. An audio-only MPEG-4 (audio/mp4) is not a video.
+var Video = &Kind{Name: "video", MaxBytes: MaxVideoBytes, Types: []Type{
+	{Detected: []string{"video/mp4"}, Canonical: "video/mp4", Ext: ".mp4"},
+	{Detected: []string{"video/quicktime"}, Canonical: "video/quicktime", Ext: ".mov"},
+	{Detected: []string{"video/webm"}, Canonical: "video/webm", Ext: ".webm"},
+}, Excluded: []string{"audio/mp4", "audio/x-m4a"}}
+
 // Detect returns the accepted type of a file from its first bytes. A
 // subtype counts as its parent (an animated PNG is a PNG).
 func (k *Kind) Detect(head []byte) (Type, bool) {
 	for m := mimetype.Detect(head); m != nil; m = m.Parent() {
+		for _, x := range k.Excluded {
+			if m.Is(x) {
+				return Type{}, false
+			}
+		}
 		for _, t := range k.Types {
 			for _, d := range t.Detected {
 				if m.Is(d) {

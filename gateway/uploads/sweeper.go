@@ -18,7 +18,11 @@ import (
 type Records interface {
 	ListExpiredUploads(ctx context.Context, now time.Time, limit int) ([]store.Upload, error)
 	DeleteUpload(ctx context.Context, userID int64, id string) error
+	ExtendUpload(ctx context.Context, userID int64, id string, until time.Time) error
 }
+
+// InUse reports whether a live (unfinished) task references an upload.
+type InUse func(ctx context.Context, u store.Upload) (bool, error)
 
 // Deleter removes blobs; *blob.Store is one. Deleting a missing key is not
 // an error.
@@ -37,6 +41,10 @@ type Sweeper struct {
 	Interval time.Duration
 	// Batch is how many records one query reads; default 500.
 	Batch int
+	// InUse, when set, spares uploads a live task references: their expiry
+	// moves one interval on and the next sweep asks again, so a file is
+	// never deleted under a task that will still read it.
+	InUse InUse
 }
 
 // NewSweeper returns a sweeper on c, or the real clock when c cannot tick.
@@ -72,6 +80,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 		}
 		progress := false
 		for _, u := range list {
+			if kept, err := s.keepInUse(ctx, u, now); err != nil || kept {
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					progress = true // it left the expired window
+				}
+				continue
+			}
 			if err := s.Blobs.Delete(ctx, u.BlobKey); err != nil {
 				errs = append(errs, fmt.Errorf("upload %s: %w", u.ID, err))
 				continue
@@ -89,6 +105,21 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			return deleted, errors.Join(errs...)
 		}
 	}
+}
+
+// keepInUse extends an upload a live task references instead of deleting it.
+func (s *Sweeper) keepInUse(ctx context.Context, u store.Upload, now time.Time) (bool, error) {
+	if s.InUse == nil {
+		return false, nil
+	}
+	used, err := s.InUse(ctx, u)
+	if err != nil || !used {
+		return false, err
+	}
+	if err := s.Records.ExtendUpload(ctx, u.UserID, u.ID, now.Add(s.interval())); err != nil {
+		return false, fmt.Errorf("upload %s: %w", u.ID, err)
+	}
+	return true, nil
 }
 
 // Start sweeps at once and then every Interval until ctx is done. It is a

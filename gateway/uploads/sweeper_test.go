@@ -89,3 +89,47 @@ func TestSweeperDeletesExpiredUploadsAndTheirBlobs(t *testing.T) {
 	cancel()
 	g.Eventually(done).Should(Receive(BeNil()))
 }
+
+// An expired upload that a live task still references stays, with its
+// expiry pushed one interval on; once no task needs it, it goes.
+func TestSweeperKeepsUploadsLiveTasksReference(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ledger, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer ledger.Close()
+	blobs, _ := openBlobs(t)
+	userID, err := ledger.EnsureTenant(ctx, "uid-1", "ns", "t")
+	g.Expect(err).NotTo(HaveOccurred())
+	t0 := time.Unix(1_800_000_000, 0)
+	clk := clocktesting.NewFakeClock(t0)
+	for _, id := range []string{"upl_used", "upl_free"} {
+		key := "uploads/1/image/" + id + ".png"
+		_, err := blobs.Put(ctx, key, "image/png", bytes.NewReader([]byte("png bytes")))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ledger.CreateUpload(ctx, store.Upload{ID: id, UserID: userID, BlobKey: key, MimeType: "image/png",
+			Size: 9, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})).To(Succeed())
+	}
+	live := map[string]bool{"upl_used": true}
+	sw := uploads.NewSweeper(ledger, blobs, clk)
+	sw.Interval = 10 * time.Minute
+	sw.InUse = func(_ context.Context, u store.Upload) (bool, error) { return live[u.ID], nil }
+
+	clk.SetTime(t0.Add(2 * time.Hour))
+	n, err := sw.Sweep(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n).To(Equal(1))
+	kept, err := ledger.GetUpload(ctx, userID, "upl_used")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kept.ExpiresAt).To(Equal(t0.Add(2*time.Hour + 10*time.Minute)))
+	_, err = ledger.GetUpload(ctx, userID, "upl_free")
+	g.Expect(err).To(MatchError(store.ErrNotFound))
+
+	delete(live, "upl_used") // the task finished
+	clk.SetTime(t0.Add(3 * time.Hour))
+	n, err = sw.Sweep(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n).To(Equal(1))
+	_, err = blobs.Open(ctx, "uploads/1/image/upl_used.png")
+	g.Expect(err).To(MatchError(blob.ErrNotFound))
+}

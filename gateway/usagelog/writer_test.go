@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,8 +15,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/modelgate/modelgate/gateway/internal/pgtest"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/test/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -98,13 +99,14 @@ func TestWriterBatchesEveryRowOnce(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *store.Store) {
 		g := NewWithT(t)
 		ctx := context.Background()
-		// A small queue forces back-pressure on the 8 producers.
-		w := newWriter(t, s, Config{QueueSize: 256, BatchSize: 500, FlushInterval: 10 * time.Millisecond})
-		const n = 10_000
+		// A small queue forces back-pressure on the producers, each of
+		// which waits for its row to be durable, as a request does.
+		w := newWriter(t, s, Config{QueueSize: 16, BatchSize: 10})
+		const n, producers = 10_000, 32
 		var wg sync.WaitGroup
-		for p := range 8 {
+		for p := range producers {
 			wg.Go(func() {
-				for i := p; i < n; i += 8 {
+				for i := p; i < n; i += producers {
 					if err := w.Write(ctx, row(i)); err != nil {
 						t.Errorf("write: %v", err)
 					}
@@ -126,12 +128,12 @@ func TestWriterCloseDrains(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *store.Store) {
 		g := NewWithT(t)
 		ctx := context.Background()
-		// Nothing would flush on its own for an hour: Close must.
-		w := newWriter(t, s, Config{BatchSize: 100_000, FlushInterval: time.Hour})
+		// Rows nobody waits for are committed by Close at the latest.
+		w := newWriter(t, s, Config{BatchSize: 100})
 		for i := range 777 {
-			g.Expect(w.Write(ctx, row(i))).To(Succeed())
+			_, err := w.Submit(ctx, row(i))
+			g.Expect(err).NotTo(HaveOccurred())
 		}
-		g.Expect(countRows(t, s)).To(BeZero())
 		g.Expect(w.Close(ctx)).To(Succeed())
 		g.Expect(countRows(t, s)).To(Equal(int64(777)))
 	})
@@ -142,7 +144,7 @@ func TestWriterSpoolsWhileDatabaseDown(t *testing.T) {
 		g := NewWithT(t)
 		ctx := context.Background()
 		f := &flaky{s: s}
-		w := newWriter(t, f, Config{BatchSize: 50, FlushInterval: 5 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+		w := newWriter(t, f, Config{BatchSize: 50, RetryInterval: 20 * time.Millisecond})
 
 		for i := range 100 {
 			g.Expect(w.Write(ctx, row(i))).To(Succeed())
@@ -181,7 +183,7 @@ func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
 	spool := filepath.Join(t.TempDir(), "usage.spool")
 	f := &flaky{s: s}
 	f.down.Store(true)
-	w := newWriter(t, f, Config{SpoolPath: spool, FlushInterval: time.Millisecond})
+	w := newWriter(t, f, Config{SpoolPath: spool})
 	for i := range 300 {
 		g.Expect(w.Write(ctx, row(i))).To(Succeed())
 	}
@@ -198,7 +200,7 @@ func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
 	// it comes back: the torn tail must not corrupt the new rows.
 	f2 := &flaky{s: s}
 	f2.down.Store(true)
-	w2 := newWriter(t, f2, Config{SpoolPath: spool, FlushInterval: time.Millisecond, RetryInterval: 10 * time.Millisecond})
+	w2 := newWriter(t, f2, Config{SpoolPath: spool, RetryInterval: 10 * time.Millisecond})
 	for i := 300; i < 400; i++ {
 		g.Expect(w2.Write(ctx, row(i))).To(Succeed())
 	}
@@ -217,17 +219,39 @@ func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
 
 func TestWriterBackPressureHonoursContext(t *testing.T) {
 	g := NewWithT(t)
-	block := make(chan struct{})
-	w := newWriter(t, blocking(block), Config{QueueSize: 1, BatchSize: 1, FlushInterval: time.Millisecond})
+	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+	f := &flaky{s: s}
+	f.down.Store(true)
+	// Neither the journal (read-only) nor the database takes rows: the
+	// journal goroutine retries the first commit and the queue fills.
+	w := startReadOnly(t, f, Config{QueueSize: 1, RetryInterval: 5 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var err error
 	for i := 0; err == nil; i++ {
-		err = w.Write(ctx, row(i))
+		_, err = w.Submit(ctx, row(i))
 	}
 	g.Expect(err).To(MatchError(context.DeadlineExceeded), "a full queue blocks, it never drops")
-	close(block)
+	f.down.Store(false)
 	g.Expect(w.Close(context.Background())).To(Succeed())
+	g.Expect(countRows(t, s)).To(BeNumerically(">=", 2), "every queued row is stored")
+}
+
+// startReadOnly starts a writer whose journal refuses every append.
+func startReadOnly(t *testing.T, ins Inserter, cfg Config) *Writer {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "usage.spool")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SpoolPath = path
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.defaults()
+	return start(ins, cfg, &segment{path: path, f: ro}, 0, 0)
 }
 
 type blocking chan struct{}
@@ -245,8 +269,7 @@ func TestWriterSurvivesPostgresRestart(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	srv := pgtest.Shared(t)
 	s := openStore(t, dsn)
-	w := newWriter(t, s, Config{BatchSize: 100, FlushInterval: 5 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
-		InsertTimeout: 2 * time.Second})
+	w := newWriter(t, s, Config{BatchSize: 100, RetryInterval: 50 * time.Millisecond, InsertTimeout: 2 * time.Second})
 	const n = 3000
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -311,8 +334,7 @@ func TestWriterDoesNotStallOnHangingDatabase(t *testing.T) {
 	g := NewWithT(t)
 	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
 	h := newHanging(s)
-	w := newWriter(t, h, Config{QueueSize: 10, BatchSize: 5, FlushInterval: time.Millisecond,
-		RetryInterval: 5 * time.Millisecond, InsertTimeout: 10 * time.Second})
+	w := newWriter(t, h, Config{QueueSize: 10, BatchSize: 5, RetryInterval: 5 * time.Millisecond, InsertTimeout: 10 * time.Second})
 	// Well under InsertTimeout, and roomy enough for 1 000 spool appends on
 	// a loaded 2-core machine (1 s was not).
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgate/modelgate/gateway/netguard"
+
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
@@ -78,7 +80,8 @@ func RetryAfter(n int32) time.Duration {
 }
 
 // Sender posts events. The zero value uses a client with a 10 s timeout
-// that does not follow redirects (a redirect is not an acknowledgement).
+// that does not follow redirects (a redirect is not an acknowledgement) and
+// refuses internal addresses (gateway/netguard).
 type Sender struct {
 	Client    *http.Client
 	UserAgent string
@@ -91,10 +94,18 @@ type Result struct {
 	// Err is set unless the receiver answered 2xx. It never contains the
 	// signing secret.
 	Err error
+	// Forbidden is set when the receiver's address is not allowed: no
+	// request was sent, and retrying cannot help.
+	Forbidden bool
 }
 
 // Send makes one signed delivery attempt at now.
 func (s *Sender) Send(ctx context.Context, url string, key []byte, id string, body []byte, now time.Time) Result {
+	if s.Client == nil { // the default client is the guarded one: refuse what it would refuse, before signing
+		if _, err := netguard.Default.CheckURL(url); err != nil {
+			return Result{Err: errForbidden, Forbidden: true}
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return Result{Err: fmt.Errorf("webhook request: %w", err)}
@@ -111,6 +122,9 @@ func (s *Sender) Send(ctx context.Context, url string, key []byte, id string, bo
 		req.Header.Set("User-Agent", s.UserAgent)
 	}
 	resp, err := s.client().Do(req)
+	if errors.Is(err, netguard.ErrForbidden) {
+		return Result{Err: errForbidden, Forbidden: true}
+	}
 	if err != nil {
 		return Result{Err: describe(err)}
 	}
@@ -122,10 +136,9 @@ func (s *Sender) Send(ctx context.Context, url string, key []byte, id string, bo
 	return Result{StatusCode: resp.StatusCode}
 }
 
-var defaultClient = &http.Client{
-	Timeout:       10 * time.Second,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
+// defaultClient dials public addresses only (and the process's allow-list,
+// netguard.Default): the URL is the tenant's choice.
+var defaultClient = netguard.Default.Client(netguard.ClientOptions{Timeout: 10 * time.Second})
 
 func (s *Sender) client() *http.Client {
 	if s.Client != nil {
@@ -133,6 +146,9 @@ func (s *Sender) client() *http.Client {
 	}
 	return defaultClient
 }
+
+// errForbidden says why nothing was sent, without the address.
+var errForbidden = errors.New("webhook receiver address not allowed: not a public internet address")
 
 // describe turns a transport error into a short reason without the
 // receiver's address (status fields and logs carry no IPs).

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/modelgate/modelgate/gateway/netguard"
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
@@ -152,6 +154,28 @@ func TestRetryAfterBacksOffWithJitter(t *testing.T) {
 			if d < step*8/10 || d > step*12/10 {
 				t.Fatalf("wait after attempt %d is %v, want %v ± 20%%", i+1, d, step)
 			}
+		}
+	}
+}
+
+// The receivers of these tests listen on loopback, which only the
+// allow-list admits (as --allow-private-networks does for local setups).
+func TestMain(m *testing.M) {
+	netguard.Default.AllowLoopback()
+	os.Exit(m.Run())
+}
+
+// A receiver on an internal address gets nothing, whatever the URL's form,
+// and the error names no address.
+func TestSendRefusesInternalAddresses(t *testing.T) {
+	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "http://10.0.0.1/hook",
+		"http://[::ffff:192.168.1.1]/hook", "http://user:pw@example.com/hook", "ftp://example.com/hook"} {
+		res := (&webhook.Sender{}).Send(context.Background(), u, []byte("0123456789abcdef"), "evt_1", []byte("{}"), time.Now())
+		if !res.Forbidden || res.Err == nil || res.StatusCode != 0 {
+			t.Errorf("%s: %+v, want a refusal", u, res)
+		}
+		if strings.Contains(res.Err.Error(), "169.254") || strings.Contains(res.Err.Error(), "10.0.0.1") {
+			t.Errorf("%s: the error names the address: %v", u, res.Err)
 		}
 	}
 }

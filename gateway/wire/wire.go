@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,8 +74,14 @@ type Options struct {
 	PublicURL string
 	// BalanceUnit is the display unit of remain_balance and used_balance.
 	BalanceUnit handlers.BalanceUnit
-	// UploadTTL is how long uploads (and their signed URLs) live; default 24h.
+	// UsageDurability is what a usage row reaches before its response
+	// completes (usagelog.DurableDisk by default).
+	UsageDurability usagelog.Durability
+	// UploadTTL is how long uploads (and their signed URLs) live; default 7 days.
 	UploadTTL time.Duration
+	// WrapUsageSink, when set, wraps the usage writer as the handlers see
+	// it; tests hold acknowledgements with it.
+	WrapUsageSink func(handlers.UsageSink) handlers.UsageSink
 	// NoImageProbe turns off downloading reference images to check their
 	// format, size and aspect (multi-image family); for clusters without
 	// egress, and for tests whose image URLs do not exist.
@@ -91,15 +98,28 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if o.SystemNamespace == "" {
 		o.SystemNamespace = "modelgate-system"
 	}
+	// The spool is named after the replica's stable name (POD_NAME), or
+	// "local" without one, so that the next run on the same data directory
+	// replays what a killed run left in it; a lock keeps two live processes
+	// off one spool. Leases are per process: a dead run's lease is swept.
+	// Without a data directory the spool goes to the temp directory under
+	// the process's own name, as before.
+	spoolID := o.ReplicaID
+	if spoolID == "" {
+		spoolID = "local"
+	}
 	if o.ReplicaID == "" {
 		host, _ := os.Hostname()
 		o.ReplicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	if o.DataDir == "" {
-		o.DataDir = os.TempDir()
+	if o.DataDir == "" { // no data directory of its own: nothing to take over
+		o.DataDir, spoolID = os.TempDir(), o.ReplicaID
 	}
-	spoolPath := filepath.Join(o.DataDir, "usage-"+o.ReplicaID+".spool")
-	usage, err := usagelog.New(ledger, usagelog.Config{SpoolPath: spoolPath})
+	spoolPath := filepath.Join(o.DataDir, "usage-"+spoolID+".spool")
+	if err := lockSpool(spoolPath); err != nil {
+		return nil, err
+	}
+	usage, err := usagelog.New(ledger, usagelog.Config{SpoolPath: spoolPath, Durability: o.UsageDurability})
 	if err != nil {
 		return nil, fmt.Errorf("usage writer: %w", err)
 	}
@@ -154,7 +174,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 			Breaker: routing.NewBreaker(o.Clock)},
 		Limiter:         &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute},
 		Leaser:          leaser,
-		UsageLog:        usage,
+		UsageLog:        usageSink(usage, o.WrapUsageSink),
 		Prices:          prices.Table,
 		Credentials:     credentials(secrets, mgr.GetClient()),
 		SystemNamespace: o.SystemNamespace,
@@ -169,8 +189,11 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser}); err != nil {
 		return nil, err
 	}
-	// Expired uploads and their blobs are deleted on every replica.
-	if err := mgr.Add(uploads.NewSweeper(ledger, blobs, o.Clock)); err != nil {
+	// Expired uploads and their blobs are deleted on every replica, except
+	// those a live task still references.
+	sweeper := uploads.NewSweeper(ledger, blobs, o.Clock)
+	sweeper.InUse = referencedByLiveTask(mgr.GetCache())
+	if err := mgr.Add(sweeper); err != nil {
 		return nil, err
 	}
 	return srv, nil
@@ -254,10 +277,19 @@ type priceBook struct {
 	system string
 	table  atomic.Pointer[pricing.Table]
 	dirty  atomic.Bool
+	// rebuild serialises rebuilds: without it a rebuild that listed the
+	// cache earlier could store its older table after a later one, and the
+	// stale table would stay until the next PriceRule event.
+	rebuild sync.Mutex
 }
 
 // Table returns the current table, rebuilding it when rules changed.
 func (b *priceBook) Table() *pricing.Table {
+	if t := b.table.Load(); t != nil && !b.dirty.Load() {
+		return t
+	}
+	b.rebuild.Lock()
+	defer b.rebuild.Unlock()
 	if b.dirty.Swap(false) || b.table.Load() == nil {
 		list := &v1.PriceRuleList{}
 		if err := b.cache.List(context.Background(), list); err != nil {
@@ -307,3 +339,34 @@ func (r *runnable) Start(ctx context.Context) error {
 }
 
 var _ manager.LeaderElectionRunnable = (*runnable)(nil)
+
+// referencedByLiveTask asks the informer cache whether an unfinished
+// GenerationTask's request names the upload.
+func referencedByLiveTask(c client.Reader) uploads.InUse {
+	return func(ctx context.Context, u store.Upload) (bool, error) {
+		var list v1.GenerationTaskList
+		if err := c.List(ctx, &list, client.MatchingFields{index.TaskUploadRefs: u.ID}); err != nil {
+			return false, fmt.Errorf("tasks referencing upload %s: %w", u.ID, err)
+		}
+		return len(list.Items) > 0, nil
+	}
+}
+
+// writerSink is the usage writer as the handlers' UsageSink.
+type writerSink struct{ w *usagelog.Writer }
+
+func (s writerSink) Submit(ctx context.Context, row store.UsageRow) (handlers.Durable, error) {
+	ack, err := s.w.Submit(ctx, row)
+	if err != nil {
+		return nil, err
+	}
+	return ack, nil
+}
+
+func usageSink(w *usagelog.Writer, wrap func(handlers.UsageSink) handlers.UsageSink) handlers.UsageSink {
+	var s handlers.UsageSink = writerSink{w}
+	if wrap != nil {
+		s = wrap(s)
+	}
+	return s
+}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -29,6 +30,8 @@ type StackOptions struct {
 	DSN        string // empty: SQLite file in Dir
 	Dir        string
 	SyncPeriod time.Duration // 0: controllers.DefaultBalanceSyncPeriod
+	// UsageDurability of the gateway's usage writer (default: disk).
+	UsageDurability usagelog.Durability
 }
 
 // StartStack starts the whole system and waits until the gateway is ready.
@@ -37,7 +40,8 @@ func StartStack(o StackOptions) (*Stack, error) {
 	if sync <= 0 {
 		sync = controllers.DefaultBalanceSyncPeriod
 	}
-	fs, err := framework.StartStack(framework.StackOptions{DSN: o.DSN, Dir: o.Dir, SyncPeriod: sync, ManagerQPS: 1000})
+	fs, err := framework.StartStack(framework.StackOptions{DSN: o.DSN, Dir: o.Dir, SyncPeriod: sync, ManagerQPS: 1000,
+		UsageDurability: o.UsageDurability})
 	if err != nil {
 		return nil, err
 	}

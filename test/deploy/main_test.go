@@ -62,13 +62,24 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// setup creates the system namespace and the stand-in ServiceMonitor CRD.
+// setup creates the system namespace and the stand-in Prometheus Operator CRDs.
 func setup(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}
 	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	data, err := os.ReadFile(filepath.Join("testdata", "servicemonitor-crd.yaml"))
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		if err := standInCRD(ctx, kind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// standInCRD creates the stand-in CRD of a Prometheus Operator kind from
+// testdata and waits until the API server serves it.
+func standInCRD(ctx context.Context, kind string) error {
+	data, err := os.ReadFile(filepath.Join("testdata", strings.ToLower(kind)+"-crd.yaml"))
 	if err != nil {
 		return err
 	}
@@ -81,18 +92,17 @@ func setup(ctx context.Context) error {
 			return err
 		}
 	}
-	// Wait until the API server serves the new kind.
 	for {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion("monitoring.coreos.com/v1")
-		list.SetKind("ServiceMonitorList")
+		list.SetKind(kind + "List")
 		err := k8s.List(ctx, list, client.InNamespace(SystemNamespace))
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("ServiceMonitor CRD not served: %w", err)
+			return fmt.Errorf("%s CRD not served: %w", kind, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -43,7 +43,7 @@ type devProcess struct {
 	log  string
 }
 
-func startDev(t *testing.T, bin, dataDir string) *devProcess {
+func startDev(t *testing.T, bin, dataDir string, extra ...string) *devProcess {
 	t.Helper()
 	g := NewWithT(t)
 	assets, err := framework.AssetsDir()
@@ -57,6 +57,7 @@ func startDev(t *testing.T, bin, dataDir string) *devProcess {
 		"--assets-dir", assets,
 		"--crd-dir", filepath.Join(root, "config", "crd", "bases"),
 		"--samples-dir", filepath.Join(root, "config", "samples"))
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	g.Expect(cmd.Start()).To(Succeed())
 	p := &devProcess{cmd: cmd, log: logPath}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/test/framework"
+	"github.com/modelgate/modelgate/test/pgtest"
 )
 
 // stack is the whole system in this process, shared by the SDK tests.
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "start the stack:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Run(m) // stops the PostgreSQL server the outage test starts
 	if err := stack.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop the stack:", err)
 	}

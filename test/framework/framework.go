@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/modelgate/modelgate/gateway/kubescheme"
+	"github.com/modelgate/modelgate/gateway/netguard"
 )
 
 // Named timeouts for Eventually/Consistently, so suites agree on patience.
@@ -63,7 +64,11 @@ type Env struct {
 }
 
 // Start starts etcd and kube-apiserver with the generated CRDs installed.
+// It lets tenant-chosen URLs reach loopback (netguard.Default), where the
+// tests' webhook receivers, image servers and fake upstreams listen, as
+// --allow-private-networks=127.0.0.1/32,::1 would.
 func Start() (*Env, error) {
+	netguard.Default.AllowLoopback()
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err

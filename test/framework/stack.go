@@ -21,11 +21,13 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
 
@@ -59,6 +61,11 @@ type StackOptions struct {
 	DSN string
 	// Dir holds the SQLite file when DSN is empty.
 	Dir string
+	// WrapUsageSink wraps the gateway's usage writer as the handlers see it
+	// (see wire.Options); nil: unwrapped.
+	WrapUsageSink func(handlers.UsageSink) handlers.UsageSink
+	// UsageDurability of the gateway's usage writer (default: disk).
+	UsageDurability usagelog.Durability
 }
 
 // StartStack starts the control plane, opens the ledger and runs the
@@ -110,7 +117,8 @@ func (s *Stack) start(o StackOptions) error {
 	// One blob store: the controllers write generated media, the gateway
 	// serves and signs the links.
 	gwOpts := wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second,
-		SystemNamespace: SystemNamespace, DataDir: o.Dir, BlobSigningKey: []byte("stack-blob-signing-key")}
+		SystemNamespace: SystemNamespace, DataDir: o.Dir, BlobSigningKey: []byte("stack-blob-signing-key"),
+		WrapUsageSink: o.WrapUsageSink, UsageDurability: o.UsageDurability}
 	if gwOpts.DataDir == "" {
 		gwOpts.DataDir = os.TempDir()
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/modelgate/modelgate/gateway/netguard"
 )
 
 // Kind is the task family: image or video.
@@ -174,6 +176,14 @@ type Adapter interface {
 	Poll(ctx context.Context, c Call, upstreamID string) (Status, error)
 }
 
+// Canceler is an Adapter whose vendor API can cancel an accepted task. The
+// GenerationTask controller calls it, best effort, when a task is deleted
+// before it finishes; adapters without it leave the upstream task to finish
+// on its own (nothing is charged to the tenant either way).
+type Canceler interface {
+	Cancel(ctx context.Context, c Call, upstreamID string) error
+}
+
 // Class says what the controller should do about a failed exchange.
 type Class int
 
@@ -289,8 +299,14 @@ func Names() []string {
 	return out
 }
 
-// Client is the HTTP client of every adapter and of output downloads. Time
-// limits come from the request contexts.
+// Downloads fetches the output URLs an upstream names: only public
+// addresses (and the process's allow-list), rechecked on every redirect,
+// since the URL is not the platform's choice. Time limits come from the
+// request contexts.
+var Downloads = netguard.Default.Client(netguard.ClientOptions{MaxRedirects: 5})
+
+// Client is the HTTP client of every adapter (platform-configured base
+// URLs). Time limits come from the request contexts.
 var Client = &http.Client{Transport: &http.Transport{
 	Proxy:                 http.ProxyFromEnvironment,
 	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

@@ -117,6 +117,39 @@ func M4A(payload int) []byte {
 	return b.Bytes()
 }
 
+// MP4 is an ISO base media file with a video brand and payload bytes of
+// media data; brand "qt  " makes it a QuickTime movie (MOV).
+func MP4(brand string, payload int) []byte {
+	var b bytes.Buffer
+	be := func(v any) { _ = binary.Write(&b, binary.BigEndian, v) }
+	be(uint32(24))
+	b.WriteString("ftyp" + brand)
+	be(uint32(0x200))
+	b.WriteString(brand + "mp41")
+	be(uint32(8 + payload))
+	b.WriteString("mdat")
+	b.Write(make([]byte, payload))
+	return b.Bytes()
+}
+
+// WebM is an EBML header with the "webm" doc type and a Segment element of
+// payload bytes.
+func WebM(payload int) []byte {
+	var b bytes.Buffer
+	b.Write([]byte{0x1A, 0x45, 0xDF, 0xA3, 0x9F}) // EBML, size 31
+	b.Write([]byte{0x42, 0x86, 0x81, 0x01})       // EBMLVersion 1
+	b.Write([]byte{0x42, 0xF7, 0x81, 0x01})       // EBMLReadVersion 1
+	b.Write([]byte{0x42, 0xF2, 0x81, 0x04})       // EBMLMaxIDLength 4
+	b.Write([]byte{0x42, 0xF3, 0x81, 0x08})       // EBMLMaxSizeLength 8
+	b.Write([]byte{0x42, 0x82, 0x84})             // DocType, 4 bytes
+	b.WriteString("webm")
+	b.Write([]byte{0x42, 0x87, 0x81, 0x04}) // DocTypeVersion 4
+	b.Write([]byte{0x42, 0x85, 0x81, 0x02}) // DocTypeReadVersion 2
+	b.Write([]byte{0x18, 0x53, 0x80, 0x67, 0x01, 0, 0, 0, byte(payload >> 24), byte(payload >> 16), byte(payload >> 8), byte(payload)})
+	b.Write(make([]byte, payload))
+	return b.Bytes()
+}
+
 // Endless returns a reader of n bytes: head, then zeros, made as they are
 // read (never held in memory).
 func Endless(head []byte, n int64) io.Reader {

@@ -29,6 +29,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/test/bench"
 )
 
@@ -74,6 +75,7 @@ func main() {
 		warm       = flag.Bool("warmup", true, "send one gateway request per token before measuring (takes each token's quota lease)")
 		timeout    = flag.Duration("timeout", 25*time.Minute, "abort the whole run after this long")
 		verbose    = flag.Bool("v", false, "controller and gateway logs")
+		durability = flag.String("usage-durability", "disk", "the gateway's --usage-durability: disk or process")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -82,10 +84,15 @@ func main() {
 	} else {
 		ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	}
+	durable, err := usagelog.ParseDurability(*durability)
+	if err != nil {
+		log.Printf("FAIL: %v", err)
+		os.Exit(2)
+	}
 	timer := time.AfterFunc(*timeout, func() { log.Printf("FAIL: run exceeded -timeout %s", *timeout); os.Exit(2) })
 	defer timer.Stop()
 	if err := run(*conc, *dur, *n, *tokens, *routes, *tenants, *writers, *chunks, *chunkDelay, *dsn, *syncPeriod,
-		*profDir, strings.Split(*modes, ","), max(*rounds, 1), *warm, *verbose); err != nil {
+		*profDir, strings.Split(*modes, ","), max(*rounds, 1), *warm, *verbose, durable); err != nil {
 		log.Printf("FAIL: %v", err)
 		os.Exit(1)
 	}
@@ -101,7 +108,7 @@ func loadavg() string {
 }
 
 func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, chunks int, chunkDelay time.Duration,
-	dsn string, syncPeriod time.Duration, profDir string, modes []string, rounds int, warm, verbose bool) (err error) {
+	dsn string, syncPeriod time.Duration, profDir string, modes []string, rounds int, warm, verbose bool, durable usagelog.Durability) (err error) {
 	ctx := context.Background()
 	log.Printf("loadbench: %s, GOMAXPROCS %d, NumCPU %d, load average %s", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
 
@@ -122,7 +129,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	}
 	defer os.RemoveAll(dir)
 	begin := time.Now()
-	st, err := bench.StartStack(bench.StackOptions{DSN: dsn, Dir: dir, SyncPeriod: syncPeriod})
+	st, err := bench.StartStack(bench.StackOptions{DSN: dsn, Dir: dir, SyncPeriod: syncPeriod, UsageDurability: durable})
 	if err != nil {
 		return fmt.Errorf("start stack: %w", err)
 	}

@@ -116,6 +116,15 @@ func (s *Server) Stop() error {
 	return s.pgctl("stop", "-m", "fast", "-w")
 }
 
+// Crash stops the server the way a crash would: `pg_ctl stop -m immediate`
+// (no checkpoint, every connection cut at once).
+func (s *Server) Crash() error {
+	if s.external {
+		return errors.New("pgtest: cannot stop an external server")
+	}
+	return s.pgctl("stop", "-m", "immediate", "-w")
+}
+
 // Start starts a stopped server again.
 func (s *Server) Start() error {
 	if s.external {

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package devenv
+
+const parentDeathSupported = false
+
+func execWithParentDeath(string, []string) error { return nil }

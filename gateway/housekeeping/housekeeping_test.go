@@ -1,0 +1,94 @@
+package housekeeping_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/utils/clock"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/housekeeping"
+	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/test/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+var backends = []struct {
+	name string
+	dsn  func(t testing.TB) string
+}{
+	{"sqlite", func(t testing.TB) string { return "sqlite://" + filepath.Join(t.TempDir(), "ledger.db") }},
+	{"postgres", pgtest.NewDatabase},
+}
+
+// account makes a tenant with tenantQuota and a key limited to tokenQuota.
+func account(t *testing.T, s *store.Store, tenantQuota, tokenQuota billing.Quota) (userID, tokenID int64) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	userID, err := s.EnsureTenant(ctx, "uid-tenant", "ns", "tenant")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.ApplyGrant(ctx, userID, "initial", tenantQuota)
+	g.Expect(err).NotTo(HaveOccurred())
+	tokenID, err = s.EnsureToken(ctx, store.TokenSpec{UID: "uid-token", UserID: userID, Name: "key", RemainQuota: tokenQuota})
+	g.Expect(err).NotTo(HaveOccurred())
+	return userID, tokenID
+}
+
+// The keeper runs both jobs on their intervals: a replica that died holding
+// a lease gives its quota back within TTL + interval, and a reservation a
+// dead gateway left open is refunded once it is stale. The figures also
+// reach the metrics.
+func TestKeeperReturnsWhatDeadReplicasHeld(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := store.Open(ctx, b.dsn(t))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer s.Close()
+			userID, tokenID := account(t, s, 100_000, 10_000)
+
+			const ttl = 500 * time.Millisecond
+			dead := s.NewLeaser(store.LeaseConfig{ReplicaID: "gw-dead", Chunk: 2_000, TTL: ttl})
+			_, err = dead.Reserve(ctx, "", tokenID, userID, 300) // takes a 2 000 lease; the replica then dies: no Close
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Reserve(ctx, "orphan", tokenID, userID, 700)).To(Succeed())
+			held, err := s.TokenUsage(ctx, tokenID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(held.Remain).To(Equal(billing.Quota(10_000 - 2_000 - 700)))
+
+			swept := testutil.ToFloat64(metrics.LeaseQuotaReturned)
+			refunded := testutil.ToFloat64(metrics.StaleQuotaRefunded)
+			k := housekeeping.New(s, clock.RealClock{})
+			k.LeaseSweepInterval, k.StaleRefundInterval, k.StaleAge = 100*time.Millisecond, 100*time.Millisecond, time.Second
+			started := time.Now()
+			go func() { _ = k.Start(ctx) }()
+
+			g.Eventually(func() billing.Quota {
+				b, err := s.TokenUsage(ctx, tokenID)
+				g.Expect(err).NotTo(HaveOccurred())
+				return b.Remain
+			}, 5*time.Second, 50*time.Millisecond).Should(Equal(billing.Quota(10_000)))
+			g.Expect(time.Since(started)).To(BeNumerically("<", 3*time.Second), "stale age (1 s, counted in whole seconds) + interval")
+			tenant, err := s.TenantBalance(ctx, userID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(tenant.Remain).To(Equal(billing.Quota(100_000)))
+			g.Expect(testutil.ToFloat64(metrics.LeaseQuotaReturned) - swept).To(Equal(2_000.0))
+			g.Expect(testutil.ToFloat64(metrics.StaleQuotaRefunded) - refunded).To(Equal(700.0))
+			g.Expect(s.Settle(ctx, "orphan", 700)).NotTo(Succeed(), "a refunded reservation cannot be charged afterwards")
+		})
+	}
+}
+
+func TestKeeperRunsOnTheLeaderOnly(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(housekeeping.New(nil, clock.RealClock{}).NeedLeaderElection()).To(BeTrue())
+}

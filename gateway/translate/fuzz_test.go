@@ -1,0 +1,213 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// The fuzz targets below run for a few seconds each in `make test` (make
+// fuzz). Properties: nothing panics on any input, successful output is valid
+// JSON, and output stays bounded by the input (no unbounded growth from a
+// small request or stream).
+
+var protocols = []Protocol{Messages, ChatCompletions, Responses}
+
+// pair picks a protocol pair from a fuzzed byte.
+func pair(b byte) (Protocol, Protocol) {
+	return protocols[int(b)%3], protocols[int(b/3)%3]
+}
+
+// maxFuzzInput caps what a target looks at: the gateway caps bodies too,
+// and the bound keeps each run fast.
+const maxFuzzInput = 64 << 10
+
+// bounded is the most output an input of n bytes may produce: translation
+// adds structure (ids, envelopes) but never repeats the input.
+func bounded(n int) int { return 4*n + 8<<10 }
+
+func FuzzTranslateRequest(f *testing.F) {
+	for i, s := range []string{messagesRequest, chatRequest, responsesRequest, `{}`, `{"messages":[{"role":"user","content":[{"type":"image"}]}]}`,
+		`{"input":[{"type":"function_call_output","output":null}]}`, `{"model":"m","max_tokens":-1,"tools":[{}]}`} {
+		for b := range 9 {
+			f.Add(byte(b+i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, p byte, body []byte) {
+		if len(body) > maxFuzzInput {
+			return
+		}
+		from, to := pair(p)
+		out, err := TranslateRequest(from, to, body, "upstream-model")
+		if err != nil {
+			return
+		}
+		// A body of the client's own protocol is forwarded byte for byte
+		// but for the model (the handler has parsed it already).
+		if !json.Valid(out) && json.Valid(body) {
+			t.Fatalf("%s→%s: invalid JSON %q from %q", from, to, out, body)
+		}
+		if len(out) > bounded(len(body)) {
+			t.Fatalf("%s→%s: %d bytes out of %d in", from, to, len(out), len(body))
+		}
+	})
+}
+
+func FuzzTranslateResponse(f *testing.F) {
+	for i, s := range []string{messagesResponse, chatResponse, responsesResponse, `{}`, `{"choices":[]}`,
+		`{"content":[{"type":"tool_use","input":null}]}`, `{"output":[{"type":"message","content":[{}]}],"usage":{}}`} {
+		for b := range 9 {
+			f.Add(byte(b+i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, p byte, body []byte) {
+		if len(body) > maxFuzzInput {
+			return
+		}
+		from, to := pair(p)
+		out, usage, err := TranslateResponse(from, to, body, "client-model")
+		if err != nil {
+			return
+		}
+		if !json.Valid(out) && json.Valid(body) {
+			t.Fatalf("%s→%s: invalid JSON %q from %q", from, to, out, body)
+		}
+		if len(out) > bounded(len(body)) {
+			t.Fatalf("%s→%s: %d bytes out of %d in", from, to, len(out), len(body))
+		}
+		if usage.InputTokens < 0 || usage.OutputTokens < 0 {
+			t.Fatalf("%s→%s: negative usage %+v from %q", from, to, usage, body)
+		}
+	})
+}
+
+func FuzzSSEReader(f *testing.F) {
+	for _, s := range []string{messagesStream, chatStream, responsesStream, "data: x\n\n", "event: a\ndata: 1\ndata: 2\n\n",
+		": comment\r\ndata:\r\n\r\n", "data: unterminated", "event: only\n\n", "\n\n\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) > maxFuzzInput {
+			return
+		}
+		r := NewSSEReader(bytes.NewReader(in))
+		total := 0
+		for range len(in) + 1 { // every event consumes at least one byte
+			ev, err := r.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("unexpected error %v on %q", err, in)
+				}
+				return
+			}
+			total += len(ev.Data)
+			if total > len(in) {
+				t.Fatalf("%d data bytes from %d input bytes", total, len(in))
+			}
+		}
+		t.Fatalf("no end after %d events on %q", len(in)+1, in)
+	})
+}
+
+func FuzzStreamTranslate(f *testing.F) {
+	for i, s := range []string{messagesStream, chatStream, responsesStream, "data: {}\n\n", "data: [DONE]\n\n",
+		"event: message_delta\ndata: {\"usage\":{\"output_tokens\":-5}}\n\n", "event: response.completed\ndata: {\"response\":null}\n\n"} {
+		for b := range 9 {
+			f.Add(byte(b+i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, p byte, in []byte) {
+		if len(in) > maxFuzzInput {
+			return
+		}
+		from, to := pair(p)
+		tr := NewStreamTranslator(from, to, "client-model", StreamOptions{IncludeUsage: p&1 == 1})
+		r := NewSSEReader(bytes.NewReader(in))
+		out := 0
+		events := 0
+		check := func(evs []Event) {
+			for _, ev := range evs {
+				events++
+				out += len(ev.Data)
+				// Translated events are built by the encoder and must be JSON;
+				// a same-protocol stream is relayed as the upstream sent it.
+				if from != to && string(ev.Data) != "[DONE]" && !json.Valid(ev.Data) {
+					t.Fatalf("%s→%s: invalid JSON event %q from %q", from, to, ev.Data, in)
+				}
+			}
+		}
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				break
+			}
+			evs, err := tr.Translate(ev)
+			if err != nil {
+				break
+			}
+			check(evs)
+		}
+		check(tr.Finish())
+		// Each input event may expand into a few client events of bounded
+		// size (envelopes, block starts and stops, a closing error).
+		if limit := 64*len(in) + 64<<10; out > limit {
+			t.Fatalf("%s→%s: %d bytes in %d events from %d input bytes", from, to, out, events, len(in))
+		}
+		u := tr.Usage()
+		if u.InputTokens < 0 || u.OutputTokens < 0 {
+			t.Fatalf("%s→%s: negative usage %+v", from, to, u)
+		}
+	})
+}
+
+// chunkReader hands out its data a few bytes at a time, so events straddle
+// buffer boundaries the way network reads do.
+type chunkReader struct {
+	data []byte
+	size int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), c.size, len(c.data))
+	copy(p, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// FuzzSSERoundTrip reads events in small chunks and checks that Ready never
+// promises an event Next cannot return without reading, and that every event
+// written back (pass-through streams do that) reads as the same event.
+func FuzzSSERoundTrip(f *testing.F) {
+	for _, s := range []string{messagesStream, chatStream, responsesStream, "data: a\ndata: b\n\n",
+		"data: {\ndata: }\n\n", "data: x\r\r\n", "data: a\rdata: b\r\r", "event: e\r\ndata: 1\r\n\r\n", "data:\n\n"} {
+		f.Add([]byte(s), uint8(5))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
+		if len(in) > maxFuzzInput {
+			return
+		}
+		r := NewSSEReader(&chunkReader{data: in, size: int(chunk) + 1})
+		for range len(in) + 1 {
+			ready := r.Ready()
+			ev, err := r.Next()
+			if ready && err != nil {
+				t.Fatalf("Ready promised an event, Next returned %v on %q", err, in)
+			}
+			if err != nil {
+				return
+			}
+			wire := ev.String()
+			back, err := NewSSEReader(strings.NewReader(wire)).Next()
+			if err != nil || back.Name != ev.Name || !bytes.Equal(back.Data, ev.Data) {
+				t.Fatalf("event %q/%q is written as %q, which reads as %q/%q (%v)", ev.Name, ev.Data, wire, back.Name, back.Data, err)
+			}
+		}
+		t.Fatalf("no end after %d events on %q", len(in)+1, in)
+	})
+}

@@ -1,0 +1,31 @@
+package usagelog
+
+import (
+	"os"
+	"syscall"
+)
+
+// syncData makes an append durable. fdatasync flushes the data and the
+// metadata needed to read it back (the file size), skipping timestamps; on
+// the bench machine's virtual disk it takes half the time of fsync.
+func syncData(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = syscall.Fdatasync(int(fd))
+			if serr != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+	}
+	return nil
+}
