@@ -65,10 +65,7 @@ FUZZTIME ?= 3s
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 3s) each: parsers, translators, SSE decoders.
-	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg > /tmp/modelgate-fuzz.log 2>&1 || { cat /tmp/modelgate-fuzz.log; exit 1; }; \
-	done
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
 
 ##@ Tools (pinned, installed into bin/)
 

@@ -55,16 +55,22 @@ func done(a Ack) bool {
 	}
 }
 
-// spooled reads the request IDs in the spool files of path.
+// spooled reads the request IDs in the journal files of path.
 func spooled(t *testing.T, path string) map[string]bool {
 	t.Helper()
 	ids := map[string]bool{}
-	segs, err := replaySegments(path)
+	paths, err := journalPaths(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range append(segs, path) {
-		if _, _, err := scanFile(f, func(r store.UsageRow) error { ids[r.RequestID] = true; return nil }); err != nil {
+	for _, p := range paths {
+		j, err := openJournal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, _, err = j.scan(func(r store.UsageRow) error { ids[r.RequestID] = true; return nil })
+		_ = j.close()
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

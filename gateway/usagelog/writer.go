@@ -1,11 +1,14 @@
 package usagelog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,13 +137,14 @@ const maxUnsent = 10
 // that came during the previous one and the window. After the fsync the rows are
 // acknowledged (Ack): they survive a crash from then on.
 //
-// Every FlushInterval, or BatchSize rows, the journal file is rotated into a
-// numbered segment and handed to the ledger goroutine, which inserts its
-// rows (kept in memory, so the file is not read back) and deletes the
-// segment. A failed insert leaves the segment on disk and the writer stops
-// handing off until the next RetryInterval, when every segment is
-// replayed in order. Acknowledgement never waits on the database, so a
-// slow or hanging database costs latency to no request.
+// Every FlushInterval, or BatchSize rows, the active journal file is
+// handed to the ledger goroutine and a free one becomes active (spool.go).
+// The ledger goroutine inserts the file's rows (kept in memory, so the file
+// is not read back) and erases the file for reuse. A failed insert leaves
+// the file as it is and the writer stops handing off until the next
+// RetryInterval, when every pending file is replayed in order.
+// Acknowledgement never waits on the database, so a slow or hanging
+// database costs latency to no request.
 type Writer struct {
 	ins     Inserter
 	cfg     Config
@@ -149,7 +153,7 @@ type Writer struct {
 	flush   chan chan struct{}
 	done    chan struct{}
 	jobs    chan []piece // to the ledger goroutine
-	jobDone chan error
+	jobDone chan jobResult
 
 	mu     sync.Mutex
 	next   *commit       // the rows of the next journal append
@@ -158,7 +162,10 @@ type Writer struct {
 	closed bool
 
 	// Owned by the journal goroutine.
-	active     *segment
+	active     *journalFile
+	pending    []piece // handed off, not yet stored; oldest first
+	epoch      uint64  // of the latest activation of a journal file
+	nextFile   int     // number of the next journal file to create
 	unsent     []store.UsageRow // the active file's rows, for the ledger
 	fromFile   bool             // unsent is incomplete: read the file back
 	busy       bool             // the ledger goroutine has a job
@@ -167,17 +174,47 @@ type Writer struct {
 	// beforeAppend, when set (tests), runs before each journal append.
 	beforeAppend func()
 
+	// Free journal files, shared by both goroutines.
+	freeMu sync.Mutex
+	free   []*journalFile
+
 	activeRows, activeBytes   atomic.Int64 // in the active journal file
-	pendingRows, pendingBytes atomic.Int64 // in segments
+	pendingRows, pendingBytes atomic.Int64 // in pending files
 	written                   atomic.Int64
 }
 
-// piece is one segment for the ledger goroutine, with its rows when they
-// are in memory.
+// piece is one pending spool file for the ledger goroutine, with its rows
+// when they are in memory.
 type piece struct {
-	path        string
-	rows        []store.UsageRow // nil: read the file
+	file        *journalFile // nil: legacy
+	legacy      string       // a file of the earlier format, deleted once stored
+	rows        []store.UsageRow
 	count, size int64
+}
+
+// jobResult says how many pieces of a job were stored, in order, before err.
+type jobResult struct {
+	stored int
+	err    error
+}
+
+// spoolState is what New found on disk.
+type spoolState struct {
+	pending []piece
+	free    []*journalFile
+	next    int
+	epoch   uint64
+}
+
+func (st *spoolState) close() {
+	for _, p := range st.pending {
+		if p.file != nil {
+			_ = p.file.close()
+		}
+	}
+	for _, j := range st.free {
+		_ = j.close()
+	}
 }
 
 // commit is one journal append: the rows submitted while the previous one
@@ -222,25 +259,59 @@ func New(ins Inserter, cfg Config) (*Writer, error) {
 		return nil, errors.New("usagelog: SpoolPath is required")
 	}
 	cfg.defaults()
-	active, err := openSegment(cfg.SpoolPath)
+	st, err := recoverSpool(cfg.SpoolPath)
 	if err != nil {
 		return nil, fmt.Errorf("usagelog: %w", err)
 	}
-	active.noSync = cfg.Durability == DurableProcess
-	segs, err := replaySegments(cfg.SpoolPath)
+	w, err := start(ins, cfg, st)
 	if err != nil {
-		_ = active.close()
 		return nil, fmt.Errorf("usagelog: %w", err)
 	}
-	rows, size, err := countSegments(segs)
-	if err != nil {
-		_ = active.close()
-		return nil, fmt.Errorf("usagelog: %w", err)
-	}
-	return start(ins, cfg, active, rows, size), nil
+	return w, nil
 }
 
-func start(ins Inserter, cfg Config, active *segment, pendingRows, pendingBytes int64) *Writer {
+// recoverSpool reads the spool files a previous run left: files with rows
+// are pending, oldest first (files of the earlier format before all);
+// empty journal files are free.
+func recoverSpool(path string) (spoolState, error) {
+	var st spoolState
+	legacy, err := legacyPaths(path)
+	if err != nil {
+		return st, err
+	}
+	for _, p := range legacy {
+		rows, size, err := scanLegacy(p, func(store.UsageRow) error { return nil })
+		if err != nil {
+			return st, err
+		}
+		st.pending = append(st.pending, piece{legacy: p, count: rows, size: size})
+	}
+	paths, err := journalPaths(path)
+	if err != nil {
+		return st, err
+	}
+	var used []piece
+	for _, p := range paths {
+		j, err := openJournal(p)
+		if err != nil {
+			st.close()
+			return st, err
+		}
+		st.epoch = max(st.epoch, j.epoch)
+		if j.rows == 0 {
+			st.free = append(st.free, j)
+		} else {
+			used = append(used, piece{file: j, count: j.rows, size: j.off})
+		}
+	}
+	slices.SortFunc(used, func(a, b piece) int { return cmp.Compare(a.file.epoch, b.file.epoch) })
+	st.pending = append(st.pending, used...)
+	st.next = len(paths)
+	return st, nil
+}
+
+// start starts a writer on the spool files in st.
+func start(ins Inserter, cfg Config, st spoolState) (*Writer, error) {
 	w := &Writer{
 		ins:     ins,
 		cfg:     cfg,
@@ -248,20 +319,29 @@ func start(ins Inserter, cfg Config, active *segment, pendingRows, pendingBytes 
 		stop:    make(chan struct{}),
 		flush:   make(chan chan struct{}),
 		done:    make(chan struct{}),
-		jobs:    make(chan []piece),
-		jobDone: make(chan error, 1),
-		next:    &commit{done: make(chan struct{})},
-		room:    make(chan struct{}),
-		active:  active,
-		// Rows a previous run left in the active file are not in memory.
-		fromFile: active.rows > 0,
+		jobs:     make(chan []piece),
+		jobDone:  make(chan jobResult, 1),
+		next:     &commit{done: make(chan struct{})},
+		room:     make(chan struct{}),
+		pending:  st.pending,
+		free:     st.free,
+		nextFile: st.next,
+		epoch:    st.epoch,
 	}
-	w.pendingRows.Store(pendingRows)
-	w.pendingBytes.Store(pendingBytes)
-	w.publishActive()
+	for _, p := range st.pending {
+		w.pendingRows.Add(p.count)
+		w.pendingBytes.Add(p.size)
+	}
+	for len(w.free) > keepFree+1 { // more than a previous run needed at once
+		w.drop(w.takeFree())
+	}
+	if err := w.activateNext(); err != nil {
+		st.close()
+		return nil, err
+	}
 	go w.ledger()
 	go w.run()
-	return w
+	return w, nil
 }
 
 // Submit adds row to the next journal append and returns its Ack. It blocks
@@ -375,7 +455,7 @@ func (w *Writer) run() {
 				time.Sleep(wait) // busy: let more rows join this append
 			}
 			w.commitNext()
-			if w.active.rows >= int64(w.cfg.BatchSize) {
+			if w.active.rows >= int64(w.cfg.BatchSize) || len(w.pending) > 0 {
 				w.handOff(false)
 			}
 		case <-tick.C:
@@ -384,9 +464,9 @@ func (w *Writer) run() {
 			if w.failing {
 				w.handOff(true)
 			}
-		case err := <-w.jobDone:
-			w.jobEnded(err)
-			if w.active.rows >= int64(w.cfg.BatchSize) {
+		case res := <-w.jobDone:
+			w.jobEnded(res)
+			if w.active.rows >= int64(w.cfg.BatchSize) || len(w.pending) > 0 {
 				w.handOff(false)
 			}
 		case ack := <-w.flush:
@@ -401,9 +481,7 @@ func (w *Writer) run() {
 			w.handOff(true)
 			w.waitJob()
 			close(w.jobs)
-			if err := w.active.close(); err != nil {
-				w.cfg.Logger.Error("usage spool close", "err", err)
-			}
+			w.closeFiles()
 			return
 		}
 	}
@@ -443,8 +521,7 @@ func (w *Writer) journal(c *commit) {
 		if w.beforeAppend != nil {
 			w.beforeAppend()
 		}
-		err := w.active.append(c.rows)
-		w.publishActive()
+		err := w.appendRows(c.rows)
 		if err == nil {
 			w.keepUnsent(c.rows)
 			c.ack(nil)
@@ -475,47 +552,127 @@ func (w *Writer) keepUnsent(rows []store.UsageRow) {
 	w.unsent = append(w.unsent, rows...)
 }
 
-// handOff rotates the journal into a segment and gives the ledger goroutine
-// every segment on disk, oldest first. Unless force, it does nothing while
-// the database is failing (the retry ticker forces).
+// appendRows writes rows as one block to the active journal file and syncs
+// it. A block that does not fit the file's room goes to a fresh file.
+func (w *Writer) appendRows(rows []store.UsageRow) error {
+	defer w.publishActive()
+	if err := w.active.encode(rows); err != nil {
+		return err
+	}
+	if !w.active.fits(w.active.buf.Len()) {
+		if err := w.rotate(); err != nil {
+			// No fresh file: the block grows this one, which is as safe.
+			w.cfg.Logger.Error("usage spool rotate", "err", err)
+		} else if err := w.active.encode(rows); err != nil {
+			return err
+		}
+	}
+	return w.active.write(len(rows))
+}
+
+// handOff rotates the journal and gives the ledger goroutine every pending
+// file, oldest first. Unless force, it does nothing while the database is
+// failing (the retry ticker forces).
 func (w *Writer) handOff(force bool) {
 	if w.busy || (w.failing && !force) || w.SpoolRows() == 0 {
 		return
 	}
-	var fresh piece
-	if w.active.rows > 0 {
-		fresh = piece{count: w.active.rows, size: w.active.bytes, rows: w.unsent}
-		if w.fromFile {
-			fresh.rows = nil
-		}
-		seg, err := w.active.rotate()
-		if err != nil {
-			w.cfg.Logger.Error("usage spool rotate", "err", err)
-			return
-		}
-		fresh.path = seg
-		w.unsent, w.fromFile = nil, false
-		w.pendingRows.Add(fresh.count)
-		w.pendingBytes.Add(fresh.size)
-		w.publishActive()
+	if err := w.rotate(); err != nil {
+		w.cfg.Logger.Error("usage spool rotate", "err", err)
 	}
-	segs, err := replaySegments(w.cfg.SpoolPath)
-	if err != nil {
-		w.cfg.Logger.Error("usage spool", "err", err)
+	if len(w.pending) == 0 {
 		return
-	}
-	if len(segs) == 0 {
-		return
-	}
-	job := make([]piece, len(segs))
-	for i, s := range segs {
-		job[i] = piece{path: s}
-		if s == fresh.path {
-			job[i] = fresh
-		}
 	}
 	w.busy = true
-	w.jobs <- job
+	w.jobs <- slices.Clone(w.pending)
+}
+
+// rotate makes the active journal file pending, with its rows when they are
+// in memory, and activates a free one.
+func (w *Writer) rotate() error {
+	old := w.active
+	if old.rows == 0 {
+		return nil
+	}
+	if err := w.activateNext(); err != nil {
+		return err
+	}
+	p := piece{file: old, count: old.rows, size: old.off, rows: w.unsent}
+	if w.fromFile {
+		p.rows = nil
+	}
+	w.unsent, w.fromFile = nil, false
+	w.pending = append(w.pending, p)
+	w.pendingRows.Add(p.count)
+	w.pendingBytes.Add(p.size)
+	return nil
+}
+
+// activateNext makes a free journal file, or a new one, the active file
+// under a new epoch.
+func (w *Writer) activateNext() error {
+	j := w.takeFree()
+	for j == nil {
+		var err error
+		j, err = createJournal(journalPath(w.cfg.SpoolPath, w.nextFile), w.cfg.Durability != DurableProcess)
+		w.nextFile++
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	w.epoch = max(w.epoch+1, uint64(time.Now().UnixNano()))
+	j.activate(w.epoch, w.cfg.Durability == DurableProcess)
+	w.active = j
+	w.publishActive()
+	return nil
+}
+
+func (w *Writer) takeFree() *journalFile {
+	w.freeMu.Lock()
+	defer w.freeMu.Unlock()
+	n := len(w.free)
+	if n == 0 {
+		return nil
+	}
+	j := w.free[n-1]
+	w.free = w.free[:n-1]
+	return j
+}
+
+// release returns a stored, erased file to the free ones, or deletes it
+// when enough are free.
+func (w *Writer) release(j *journalFile) {
+	w.freeMu.Lock()
+	if len(w.free) < keepFree {
+		w.free = append(w.free, j)
+		j = nil
+	}
+	w.freeMu.Unlock()
+	if j != nil {
+		w.drop(j)
+	}
+}
+
+func (w *Writer) drop(j *journalFile) {
+	_ = j.close()
+	if err := os.Remove(j.path); err != nil {
+		w.cfg.Logger.Warn("usage spool: remove a spare file", "err", err)
+	}
+}
+
+// closeFiles closes every journal file; what they hold stays on disk.
+func (w *Writer) closeFiles() {
+	if err := w.active.close(); err != nil {
+		w.cfg.Logger.Error("usage spool close", "err", err)
+	}
+	for _, p := range w.pending {
+		if p.file != nil {
+			_ = p.file.close()
+		}
+	}
+	for j := w.takeFree(); j != nil; j = w.takeFree() {
+		_ = j.close()
+	}
 }
 
 func (w *Writer) waitJob() {
@@ -524,55 +681,84 @@ func (w *Writer) waitJob() {
 	}
 }
 
-func (w *Writer) jobEnded(err error) {
+func (w *Writer) jobEnded(res jobResult) {
 	w.busy = false
+	w.pending = append(w.pending[:0:0], w.pending[res.stored:]...)
 	switch {
-	case err != nil:
+	case res.err != nil:
 		if !w.failing {
-			w.cfg.Logger.Warn("usage insert failed; rows stay in the spool until the database answers", "rows", w.SpoolRows(), "err", err)
+			w.cfg.Logger.Warn("usage insert failed; rows stay in the spool until the database answers", "rows", w.SpoolRows(), "err", res.err)
 		}
 		w.failing = true
 		w.unsent, w.fromFile = nil, w.active.rows > 0
+		for i := range w.pending {
+			w.pending[i].rows = nil // read back on retry: memory stays bounded
+		}
 	case w.failing:
 		w.cfg.Logger.Info("usage spool replayed")
 		w.failing = false
 	}
 }
 
-// ledger is the ledger goroutine: it inserts the segments of each job in
-// order and deletes each one when all its rows are in. It touches only the
-// segment files.
+// ledger is the ledger goroutine: it inserts the pieces of each job in
+// order and frees each one when all its rows are in. It touches only the
+// pieces' files.
 func (w *Writer) ledger() {
 	for job := range w.jobs {
 		w.jobDone <- w.store(job)
 	}
 }
 
-func (w *Writer) store(job []piece) error {
-	for _, p := range job {
-		var err error
-		if p.rows != nil {
-			err = w.insert(p.rows)
-		} else {
-			p.count, p.size, err = w.insertFile(p.path)
-		}
-		if err != nil {
-			return err
-		}
-		if err := os.Remove(p.path); err != nil {
-			return fmt.Errorf("remove stored spool segment: %w", err)
+func (w *Writer) store(job []piece) jobResult {
+	for i, p := range job {
+		if err := w.storePiece(p); err != nil {
+			return jobResult{stored: i, err: err}
 		}
 		w.pendingRows.Add(-p.count)
 		w.pendingBytes.Add(-p.size)
 	}
+	return jobResult{stored: len(job)}
+}
+
+// storePiece inserts a piece's rows, then erases its journal file for reuse
+// (or deletes a legacy file).
+func (w *Writer) storePiece(p piece) error {
+	var err error
+	switch {
+	case p.rows != nil:
+		err = w.insert(p.rows)
+	case p.file != nil:
+		err = w.insertScanned(func(fn func(store.UsageRow) error) error {
+			_, _, _, err := p.file.scan(fn)
+			return err
+		})
+	default:
+		err = w.insertScanned(func(fn func(store.UsageRow) error) error {
+			_, _, err := scanLegacy(p.legacy, fn)
+			return err
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if p.file == nil {
+		if err := os.Remove(p.legacy); err != nil {
+			return fmt.Errorf("remove stored spool file: %w", err)
+		}
+		return nil
+	}
+	if err := p.file.erase(); err != nil {
+		return err // stored: the retry inserts nothing new and erases again
+	}
+	w.release(p.file)
 	return nil
 }
 
-// insertFile inserts the rows of a segment file in batches. Rows inserted
+// insertScanned inserts the rows a scan yields, in batches. Rows inserted
 // before a failure are skipped next time by their unique request ID.
-func (w *Writer) insertFile(seg string) (rows, size int64, err error) {
+func (w *Writer) insertScanned(scan func(func(store.UsageRow) error) error) error {
 	batch := make([]store.UsageRow, 0, w.cfg.BatchSize)
-	rows, size, err = scanFile(seg, func(r store.UsageRow) error {
+	err := scan(func(r store.UsageRow) error {
 		batch = append(batch, r)
 		if len(batch) < w.cfg.BatchSize {
 			return nil
@@ -584,7 +770,7 @@ func (w *Writer) insertFile(seg string) (rows, size int64, err error) {
 	if err == nil && len(batch) > 0 {
 		err = w.insertBatch(batch)
 	}
-	return rows, size, err
+	return err
 }
 
 // insert writes rows in inserts of at most BatchSize rows.
@@ -612,5 +798,5 @@ func (w *Writer) insertBatch(rows []store.UsageRow) error {
 
 func (w *Writer) publishActive() {
 	w.activeRows.Store(w.active.rows)
-	w.activeBytes.Store(w.active.bytes)
+	w.activeBytes.Store(w.active.off)
 }

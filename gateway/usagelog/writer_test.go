@@ -2,6 +2,7 @@ package usagelog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,12 +190,8 @@ func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
 	}
 	g.Expect(w.Close(ctx)).To(MatchError(ErrSpooled))
 
-	// A torn last line from a crash mid-append is ignored.
-	fh, err := os.OpenFile(spool, os.O_APPEND|os.O_WRONLY, 0)
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = fh.WriteString(`{"request_id":"torn`)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(fh.Close()).To(Succeed())
+	// A torn last record from a crash mid-append is ignored.
+	tearLastRecord(t, spool)
 
 	// The next run appends more rows while the database is still down, then
 	// it comes back: the torn tail must not corrupt the new rows.
@@ -209,12 +206,67 @@ func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
 	f2.down.Store(false)
 	g.Expect(w2.Close(ctx)).To(Succeed())
 	g.Expect(countRows(t, s)).To(Equal(int64(400)))
-	info, err := os.Stat(spool)
+	g.Expect(spooled(t, spool)).To(BeEmpty(), "stored files are erased")
+	files, err := journalPaths(spool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(info.Size()).To(BeZero())
-	segs, err := filepath.Glob(spool + ".replay-*")
+	g.Expect(len(files)).To(BeNumerically("<=", keepFree+1), "spare files are bounded")
+}
+
+// tearLastRecord writes half a record after the last record of the journal
+// file of spool that has rows: what a crash in the middle of a write leaves.
+func tearLastRecord(t *testing.T, spool string) {
+	t.Helper()
+	paths, err := journalPaths(spool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		j, err := openJournal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.rows > 0 {
+			if err := j.encode([]store.UsageRow{row(100000)}); err != nil {
+				t.Fatal(err)
+			}
+			half := j.buf.Bytes()[:j.buf.Len()/2]
+			if _, err := j.f.WriteAt(half, j.off); err != nil {
+				t.Fatal(err)
+			}
+			_ = j.close()
+			return
+		}
+		_ = j.close()
+	}
+	t.Fatal("no journal file holds rows")
+}
+
+// A spool of the earlier append-only format (a journal at the spool path
+// and renamed segments) is replayed and deleted.
+func TestWriterReplaysLegacySpool(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+	spool := filepath.Join(t.TempDir(), "usage.spool")
+	writeLegacy := func(path string, from, to int) {
+		var b []byte
+		for i := from; i < to; i++ {
+			line, err := json.Marshal(row(i))
+			g.Expect(err).NotTo(HaveOccurred())
+			b = append(append(b, line...), '\n')
+		}
+		b = append(b, `{"request_id":"torn`...)
+		g.Expect(os.WriteFile(path, b, 0o600)).To(Succeed())
+	}
+	writeLegacy(spool+".replay-00000000000000000001", 0, 40)
+	writeLegacy(spool, 40, 100)
+	w := newWriter(t, s, Config{SpoolPath: spool})
+	g.Expect(w.SpoolRows()).To(Equal(int64(100)))
+	g.Expect(w.Close(ctx)).To(Succeed())
+	g.Expect(countRows(t, s)).To(Equal(int64(100)))
+	legacy, err := legacyPaths(spool)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(segs).To(BeEmpty(), "replayed segments are deleted")
+	g.Expect(legacy).To(BeEmpty(), "replayed legacy files are deleted")
 }
 
 func TestWriterBackPressureHonoursContext(t *testing.T) {
@@ -251,7 +303,11 @@ func startReadOnly(t *testing.T, ins Inserter, cfg Config) *Writer {
 	cfg.SpoolPath = path
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.defaults()
-	return start(ins, cfg, &segment{path: path, f: ro}, 0, 0)
+	w, err := start(ins, cfg, spoolState{free: []*journalFile{{path: path, f: ro}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 type blocking chan struct{}
