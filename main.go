@@ -279,6 +279,11 @@ func newManager(ctx context.Context, cfg *rest.Config, opts ctrl.Options) (ctrl.
 	return mgr, nil
 }
 
+// minLeaseTTL is the shortest --lease-ttl: a replica stops using a lease a
+// third of the TTL before it expires, which must cover the second the
+// ledger's expiry is rounded down to (and clock skew with the sweeper).
+const minLeaseTTL = 3 * time.Second
+
 // gatewayFlags are the flags of the gateway command.
 type gatewayFlags struct {
 	listen      string
@@ -290,6 +295,7 @@ type gatewayFlags struct {
 	cnyPerUSD   decimal.Decimal
 	probeImages bool
 	uploadTTL   time.Duration
+	leaseTTL    time.Duration
 	durability  usagelog.Durability
 }
 
@@ -309,6 +315,16 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 		func(v string) (err error) { g.durability, err = usagelog.ParseDurability(v); return err })
 	fs.DurationVar(&g.uploadTTL, "upload-ttl", handlers.DefaultUploadTTL,
 		"how long an upload's signed URL works and the file is kept (a file a live task references is kept until the task ends)")
+	g.leaseTTL = wire.DefaultLeaseTTL
+	fs.Func("lease-ttl", fmt.Sprintf("how long a quota lease lives without renewal (default %s, at least %s): an active key renews about every third of it, and the quota of a replica that dies without returning its leases is back this long (plus the manager's --lease-sweep-interval) after its last renewal", wire.DefaultLeaseTTL, minLeaseTTL),
+		func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err == nil && d < minLeaseTTL {
+				err = fmt.Errorf("at least %s: a replica stops drawing on a lease a third of its TTL before it expires, and the ledger keeps the expiry in whole seconds", minLeaseTTL)
+			}
+			g.leaseTTL = d
+			return err
+		})
 	fs.BoolVar(&g.probeImages, "probe-reference-images", true, "download reference images of the multi-image family to check format, size and aspect (turn off without egress)")
 }
 
@@ -319,7 +335,7 @@ func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
 		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
 		BlobURL:        os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
-		UploadTTL: g.uploadTTL, UsageDurability: g.durability}
+		UploadTTL: g.uploadTTL, LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
 }
 
 // knownProvider reports whether a provider adapter is compiled in: a text

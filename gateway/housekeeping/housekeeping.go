@@ -21,7 +21,8 @@ import (
 // Defaults of the manager's flags.
 const (
 	// DefaultLeaseSweepInterval: a dead replica's quota is back at most one
-	// lease TTL (1 min) plus this after its last renewal.
+	// lease TTL (the gateway's --lease-ttl, 10 min) plus this after its last
+	// renewal.
 	DefaultLeaseSweepInterval = 30 * time.Second
 	// DefaultStaleRefundInterval is how often orphaned reservations are looked for.
 	DefaultStaleRefundInterval = 5 * time.Minute

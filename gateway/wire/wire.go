@@ -79,6 +79,10 @@ type Options struct {
 	UsageDurability usagelog.Durability
 	// UploadTTL is how long uploads (and their signed URLs) live; default 7 days.
 	UploadTTL time.Duration
+	// LeaseTTL is how long a quota lease lives without renewal: a replica
+	// that dies without returning its leases holds their quota this long
+	// (plus the manager's sweep interval). Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
 	// WrapUsageSink, when set, wraps the usage writer as the handlers see
 	// it; tests hold acknowledgements with it.
 	WrapUsageSink func(handlers.UsageSink) handlers.UsageSink
@@ -87,6 +91,11 @@ type Options struct {
 	// egress, and for tests whose image URLs do not exist.
 	NoImageProbe bool
 }
+
+// DefaultLeaseTTL is the gateway's lease TTL (--lease-ttl): an active key
+// renews its lease about every 3 minutes, and a dead replica's lease
+// returns within 10 minutes plus the sweep interval.
+const DefaultLeaseTTL = 10 * time.Minute
 
 // Gateway builds the gateway server and adds it to the manager, which runs
 // it on every replica (it needs no leader). The server is ready when the
@@ -126,11 +135,14 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	metrics.RegisterUsageWriter(usage)
 	// Accounts with less than two chunks (2 USD) left reserve directly, so
 	// no quota strands in one replica's lease near the end of a balance.
-	// A 10-minute lease is renewed about every 3 minutes per active key
-	// (not on every request), and a dead replica's lease returns within
-	// 10 minutes.
+	// A lease is renewed about every TTL/3 per active key (not on every
+	// request), and a dead replica's lease returns one TTL (plus the sweep
+	// interval) after its last renewal.
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
 	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID, Chunk: billing.QuotaPerUSD,
-		DirectBelow: 2 * billing.QuotaPerUSD, TTL: 10 * time.Minute})
+		DirectBelow: 2 * billing.QuotaPerUSD, TTL: o.LeaseTTL})
 	var srv *server.Server
 	blobs := o.Blobs
 	if blobs == nil {

@@ -25,6 +25,13 @@ func zapLevelWarn() zapcore.Level { return zapcore.WarnLevel }
 // route is ready and the price is published.
 func textModel(t *testing.T, ns, model string, backends ...v1.Backend) {
 	t.Helper()
+	textModelOn(t, stack.Env, ns, model, backends...)
+}
+
+// textModelOn is textModel on another control plane, whose controllers run
+// elsewhere (a manager process).
+func textModelOn(t *testing.T, env *framework.Env, ns, model string, backends ...v1.Backend) {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	route := &v1.ModelRoute{
@@ -37,15 +44,15 @@ func textModel(t *testing.T, ns, model string, backends ...v1.Backend) {
 		Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerToken,
 			PriceBasis: v1.BasisTextInputTokens, Unit: v1.Unit1MTokens, UnitPrice: "3", OutputUnitPrice: &out},
 	}
-	g.Expect(stack.Client.Create(ctx, route)).To(Succeed())
-	g.Expect(stack.Client.Create(ctx, price)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, route)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, price)).To(Succeed())
 	t.Cleanup(func() {
-		_ = stack.Client.Delete(context.Background(), route)
-		_ = stack.Client.Delete(context.Background(), price)
+		_ = env.Client.Delete(context.Background(), route)
+		_ = env.Client.Delete(context.Background(), price)
 	})
-	g.Expect(stack.WaitReady(ctx, route)).To(Succeed())
+	g.Expect(env.WaitReady(ctx, route)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(price), price)).To(Succeed())
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(price), price)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(price.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
 	}, framework.Timeout, framework.Interval).Should(Succeed())
 }
@@ -57,6 +64,13 @@ func sim(name, provider string) v1.Backend {
 // newAccount makes a tenant with credits and a key with quota.
 func newAccount(t *testing.T, tenant v1.TenantSpec, token v1.ApiTokenSpec) *framework.Account {
 	t.Helper()
+	return newAccountOn(t, stack.Env, tenant, token)
+}
+
+// newAccountOn is newAccount on another control plane: 1 000 credits (5 USD)
+// and a 5 USD key unless the specs say otherwise.
+func newAccountOn(t *testing.T, env *framework.Env, tenant v1.TenantSpec, token v1.ApiTokenSpec) *framework.Account {
+	t.Helper()
 	if len(tenant.Grants) == 0 {
 		c := v1.Decimal("1000")
 		tenant.Grants = []v1.Grant{{ID: "g", Credits: &c}}
@@ -65,7 +79,7 @@ func newAccount(t *testing.T, tenant v1.TenantSpec, token v1.ApiTokenSpec) *fram
 		q := int64(5 * billing.QuotaPerUSD)
 		token.Quota = &q
 	}
-	a, err := stack.NewAccount(context.Background(), tenant, token)
+	a, err := env.NewAccount(context.Background(), tenant, token)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	return a
 }

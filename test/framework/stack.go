@@ -180,32 +180,33 @@ type Account struct {
 }
 
 // NewAccount creates a namespace, a Tenant with the given grants and spec
-// tweaks, and an ApiToken, and waits until both are ready.
-func (s *Stack) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.ApiTokenSpec) (*Account, error) {
+// tweaks, and an ApiToken, and waits until both are ready (the controllers
+// that make them ready may run in this process or in another).
+func (e *Env) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.ApiTokenSpec) (*Account, error) {
 	ns := NewNamespace("acct")
-	if err := s.Client.Create(ctx, ns); err != nil {
+	if err := e.Client.Create(ctx, ns); err != nil {
 		return nil, err
 	}
 	a := &Account{Namespace: ns.Name}
 	a.Tenant = &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "acct", Namespace: ns.Name}, Spec: tenant}
-	if err := s.Client.Create(ctx, a.Tenant); err != nil {
+	if err := e.Client.Create(ctx, a.Tenant); err != nil {
 		return nil, err
 	}
 	if token.DisplayName == "" {
 		token.DisplayName = "test key"
 	}
 	a.Token = &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: ns.Name}, Spec: token}
-	if err := s.Client.Create(ctx, a.Token); err != nil {
+	if err := e.Client.Create(ctx, a.Token); err != nil {
 		return nil, err
 	}
-	if err := s.WaitReady(ctx, a.Tenant); err != nil {
+	if err := e.WaitReady(ctx, a.Tenant); err != nil {
 		return nil, err
 	}
-	if err := s.WaitReady(ctx, a.Token); err != nil {
+	if err := e.WaitReady(ctx, a.Token); err != nil {
 		return nil, err
 	}
 	secret := &corev1.Secret{}
-	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: a.Token.Status.SecretName}, secret); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: a.Token.Status.SecretName}, secret); err != nil {
 		return nil, err
 	}
 	a.Key = string(secret.Data[controllers.APIKeySecretKey])
@@ -213,9 +214,9 @@ func (s *Stack) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.A
 }
 
 // WaitReady waits for obj's Ready condition and reloads it.
-func (s *Stack) WaitReady(ctx context.Context, obj client.Object) error {
+func (e *Env) WaitReady(ctx context.Context, obj client.Object) error {
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
-		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		var conds []metav1.Condition
