@@ -163,9 +163,9 @@ type Writer struct {
 
 	// Owned by the journal goroutine.
 	active     *journalFile
-	pending    []piece // handed off, not yet stored; oldest first
-	epoch      uint64  // of the latest activation of a journal file
-	nextFile   int     // number of the next journal file to create
+	pending    []piece          // handed off, not yet stored; oldest first
+	epoch      uint64           // of the latest activation of a journal file
+	nextFile   int              // number of the next journal file to create
 	unsent     []store.UsageRow // the active file's rows, for the ledger
 	fromFile   bool             // unsent is incomplete: read the file back
 	busy       bool             // the ledger goroutine has a job
@@ -313,12 +313,12 @@ func recoverSpool(path string) (spoolState, error) {
 // start starts a writer on the spool files in st.
 func start(ins Inserter, cfg Config, st spoolState) (*Writer, error) {
 	w := &Writer{
-		ins:     ins,
-		cfg:     cfg,
-		wake:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		flush:   make(chan chan struct{}),
-		done:    make(chan struct{}),
+		ins:      ins,
+		cfg:      cfg,
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		flush:    make(chan chan struct{}),
+		done:     make(chan struct{}),
 		jobs:     make(chan []piece),
 		jobDone:  make(chan jobResult, 1),
 		next:     &commit{done: make(chan struct{})},
