@@ -30,8 +30,18 @@ func (s *Store) DisableTenantTokens(ctx context.Context, userID int64) (billing.
 	return s.returnLeasesWhere(ctx, `user_id = ?`, userID)
 }
 
+// ReturnReplicaLeases returns every lease of a replica name, whatever its
+// expiry. A gateway calls it at start, once it holds the name's spool lock:
+// a lease under its name is then a dead predecessor's (a restarted container
+// keeps its pod name), whose in-memory view of the lease died with it.
+// Without this the new run would renew that row and leave what the dead run
+// held in it out of use until the next clean shutdown.
+func (s *Store) ReturnReplicaLeases(ctx context.Context, replicaID string) (billing.Quota, error) {
+	return s.returnLeasesWhere(ctx, `replica_id = ?`, replicaID)
+}
+
 // returnLeasesWhere releases every lease matching cond, whatever its expiry.
-func (s *Store) returnLeasesWhere(ctx context.Context, cond string, arg int64) (billing.Quota, error) {
+func (s *Store) returnLeasesWhere(ctx context.Context, cond string, arg any) (billing.Quota, error) {
 	ids, err := s.leaseIDs(ctx, cond, arg)
 	if err != nil {
 		return 0, fmt.Errorf("find leases: %w", err)

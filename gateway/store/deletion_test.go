@@ -77,3 +77,30 @@ func TestDisableTenantTokens(t *testing.T) {
 		}
 	})
 }
+
+// A restarted replica returns what its dead predecessor (same name) leased,
+// and only that: another replica's lease stays.
+func TestReturnReplicaLeases(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		a := newAccount(t, s, 100_000, 10_000, TokenLimits{})
+		for _, replica := range []string{"gw-0", "gw-1"} {
+			l := s.NewLeaser(LeaseConfig{ReplicaID: replica, Chunk: 2_000, TTL: time.Hour})
+			h, err := l.Reserve(ctx, "", a.tokenID, a.userID, 100)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(l.Release(ctx, h)).To(Succeed())
+		} // both "die" holding their leases
+		g.Expect(tokenBalance(t, s, a.tokenID).Remain).To(Equal(billing.Quota(6_000)))
+
+		returned, err := s.ReturnReplicaLeases(ctx, "gw-0")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(returned).To(Equal(billing.Quota(2_000)))
+		g.Expect(tokenBalance(t, s, a.tokenID).Remain).To(Equal(billing.Quota(8_000)), "gw-1's lease stays")
+		n, held, err := s.LeaseTotals(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(1))
+		g.Expect(held).To(Equal(int64(2_000)))
+	})
+}

@@ -221,13 +221,14 @@ func (l *Leaser) refill(ctx context.Context, ll *localLease, tokenID, userID int
 		ll.mu.Unlock()
 		return h, nil
 	}
+	usable := ll.usable(now)
 	want := estimate
 	if !whole {
-		want = max(estimate-ll.usable(now), 0)
+		want = max(estimate-usable, 0)
 	}
 	ll.mu.Unlock()
 
-	g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, int64(want), int64(l.cfg.Chunk), int64(l.cfg.DirectBelow), l.cfg.TTL)
+	g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, int64(want), int64(usable), int64(l.cfg.Chunk), int64(l.cfg.DirectBelow), l.cfg.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +290,10 @@ func (l *Leaser) prefetch(ll *localLease, tokenID, userID int64) {
 		defer cancel()
 		ll.fill.Lock()
 		defer ll.fill.Unlock()
-		g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, 0, int64(l.cfg.Chunk), int64(l.cfg.DirectBelow), l.cfg.TTL)
+		ll.mu.Lock()
+		unspent := ll.usable(l.store.clock.Now())
+		ll.mu.Unlock()
+		g, err := l.store.takeLease(ctx, l.cfg.ReplicaID, tokenID, userID, 0, int64(unspent), int64(l.cfg.Chunk), int64(l.cfg.DirectBelow), l.cfg.TTL)
 		if err != nil {
 			return // the next reservation that needs quota refills itself
 		}

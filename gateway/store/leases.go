@@ -37,10 +37,13 @@ func (l *leaseRow) dest() []any {
 // takeLease moves at least want (and, when the balance allows, up to chunk
 // or a quarter of what is left, whichever is less) from the token, its window
 // caps and its tenant into the replica's lease row for the token, and extends
-// the lease's expiry. want may be 0 to renew. The move is one transaction
+// the lease's expiry. want may be 0 to renew. unspent is what the replica
+// has not yet held from the lease (its local view: the row's remaining still
+// includes what settled requests spent before their usage rows arrive); a
+// kept lease is only topped up by what it lacks. The move is one transaction
 // under the token and tenant row locks, so the leases of all replicas together
 // never exceed the balance.
-func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, want, chunk, directBelow int64, ttl time.Duration) (leaseGrant, error) {
+func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, want, unspent, chunk, directBelow int64, ttl time.Duration) (leaseGrant, error) {
 	var g leaseGrant
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
@@ -77,7 +80,11 @@ func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, 
 			g.replaced = true
 		}
 		if !g.unbounded {
-			take, err := leaseSize(t, d, tenRemain+tenDelta, want, chunk, directBelow)
+			held := int64(0) // a replaced lease went back in full
+			if keep {
+				held = unspent
+			}
+			take, err := leaseSize(t, d, tenRemain+tenDelta, want, held, chunk, directBelow)
 			if err != nil {
 				return err
 			}
@@ -110,9 +117,11 @@ func (s *Store) takeLease(ctx context.Context, replica string, tokenID, userID, 
 // errLowBalance tells the Leaser to reserve directly instead of leasing.
 var errLowBalance = errors.New("balance too low to lease")
 
-// leaseSize decides how much to move into a lease: at least want, and up to
-// min(chunk, budget/4) so that a low balance is not stranded in one replica.
-func leaseSize(t tokenRow, d sides, tenRemain, want, chunk, directBelow int64) (int64, error) {
+// leaseSize decides how much to move into a lease that already holds held:
+// at least want, and enough to bring it up to min(chunk, budget/4), so that
+// a low balance is not stranded in one replica. A renewal of a lease that
+// holds that much moves nothing: renewing must not grow a lease.
+func leaseSize(t tokenRow, d sides, tenRemain, want, held, chunk, directBelow int64) (int64, error) {
 	budget := int64(-1) // -1: no bound
 	bound := func(v int64) {
 		if budget < 0 || v < budget {
@@ -134,7 +143,7 @@ func leaseSize(t tokenRow, d sides, tenRemain, want, chunk, directBelow int64) (
 	if budget < directBelow {
 		return 0, errLowBalance
 	}
-	return min(max(want, min(chunk, budget/4)), budget), nil
+	return min(max(want, min(chunk, budget/4)-held), budget), nil
 }
 
 // leaseExpiry is now+ttl, cut at the end of the token's capped window: a

@@ -110,7 +110,8 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	// The spool is named after the replica's stable name (POD_NAME), or
 	// "local" without one, so that the next run on the same data directory
 	// replays what a killed run left in it; a lock keeps two live processes
-	// off one spool. Leases are per process: a dead run's lease is swept.
+	// off one spool. Holding the lock, the gateway returns the leases an
+	// earlier run under the same name left (ReturnReplicaLeases).
 	// Without a data directory the spool goes to the temp directory under
 	// the process's own name, as before.
 	spoolID := o.ReplicaID
@@ -140,6 +141,11 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	// interval) after its last renewal.
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if returned, err := ledger.ReturnReplicaLeases(context.Background(), o.ReplicaID); err != nil {
+		return nil, fmt.Errorf("return the leases of an earlier run of %s: %w", o.ReplicaID, err)
+	} else if returned > 0 {
+		slog.Info("returned the leases an earlier run of this replica left", "replica", o.ReplicaID, "quota", int64(returned))
 	}
 	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID, Chunk: billing.QuotaPerUSD,
 		DirectBelow: 2 * billing.QuotaPerUSD, TTL: o.LeaseTTL})
