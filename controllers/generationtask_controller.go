@@ -452,7 +452,9 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 		st.Billing = &v1.TaskBilling{Status: v1.BillingSettled, Quota: ptr.To(int64(charge)),
 			Credits: ptr.To(v1.Decimal(charge.CreditsString())), CostUSD: ptr.To(v1.Decimal(charge.CostUSD()))}
 		row := store.UsageRow{
-			RequestID: t.Spec.RequestID, CreatedAt: sub.AcceptedAt / 1000, UserID: t.Spec.UserID, TokenID: t.Spec.TokenID,
+			// Dated at billing, the contract's created_at: a task accepted
+			// before a window and settled in it falls in that window.
+			RequestID: t.Spec.RequestID, CreatedAt: now.Unix(), UserID: t.Spec.UserID, TokenID: t.Spec.TokenID,
 			TokenName: sub.TokenDisplay, ModelName: string(t.Spec.Model), TaskID: t.Spec.TaskID,
 			BillingPhase: store.PhaseSettled, Quota: charge, Backend: st.Backend,
 		}

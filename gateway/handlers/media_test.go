@@ -46,13 +46,13 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 
 	// mediaRoute declares a simulated media model in the system namespace
 	// with its price, and waits until both are usable.
-	mediaRoute := func(prefix string, typ v1.ModelType, profile v1.ValidationProfile, price v1.PriceRuleSpec) string {
+	mediaRouteTaking := func(delay time.Duration, prefix string, typ v1.ModelType, profile v1.ValidationProfile, price v1.PriceRuleSpec) string {
 		model := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
 		route := &v1.ModelRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
 			Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: typ, ValidationProfile: profile,
 				Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Weight: 1, Groups: []v1.GroupName{"default"},
-					Options: map[string]string{"delay": "400ms"}}}},
+					Options: map[string]string{"delay": delay.String()}}}},
 		}
 		Expect(stack.Client.Create(ctx, route)).To(Succeed())
 		DeferCleanup(func() { _ = stack.Client.Delete(ctx, route) })
@@ -66,6 +66,9 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			g.Expect(meta.IsStatusConditionTrue(rule.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		return model
+	}
+	mediaRoute := func(prefix string, typ v1.ModelType, profile v1.ValidationProfile, price v1.PriceRuleSpec) string {
+		return mediaRouteTaking(400*time.Millisecond, prefix, typ, profile, price)
 	}
 
 	newAcct := func() *framework.Account {
@@ -129,6 +132,23 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		video = mediaRoute("video", v1.ModelTypeVideo, v1.ProfileAllInOneVideo,
 			v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"})
 		acct, other = newAcct(), newAcct()
+	})
+
+	It("dates a task's usage row at billing, not at acceptance", func() {
+		slow := mediaRouteTaking(2500*time.Millisecond, "slow", v1.ModelTypeImage, v1.ProfileSingleImage,
+			v1.PriceRuleSpec{ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest, Unit: v1.UnitRequest, UnitPrice: "0.03"})
+		a := newAcct()
+		code, sub, _ := call("POST", "/v1/images/generations", bearer(a.Key), map[string]any{"model": slow, "prompt": "a slow boat"})
+		Expect(code).To(Equal(200), "%v", sub)
+		unix := func(v any) int64 { n, err := v.(json.Number).Int64(); Expect(err).NotTo(HaveOccurred()); return n }
+		accepted := unix(sub["created_at"])
+		done := await(a, "images", sub["id"].(string))
+		Expect(done["status"]).To(Equal("completed"))
+		completed := unix(done["completed_at"])
+		Expect(completed).To(BeNumerically(">", accepted), "the route takes 2.5 s")
+		rows := usageRows(a)
+		Expect(rows).To(HaveLen(1))
+		Expect(unix(rows[0]["created_at"])).To(BeNumerically(">=", completed-1), "billed when settled, at %d; accepted at %d", completed, accepted)
 	})
 
 	It("runs a multi-image task: pre-deducts n, settles the outputs, serves real PNGs, records usage with task_id", func() {

@@ -463,7 +463,9 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, can
 		log.FromContext(ctx).Error(err, "settle", "requestID", c.requestID)
 	}
 	row := store.UsageRow{
-		RequestID: c.requestID, CreatedAt: c.accepted.Unix(), UserID: p.UserID, TokenID: p.TokenID,
+		// Dated at billing (the contract's created_at), not at acceptance: a
+		// long stream settles in the window it ends in.
+		RequestID: c.requestID, CreatedAt: t.Clock.Now().Unix(), UserID: p.UserID, TokenID: p.TokenID,
 		TokenName: p.Token.Spec.DisplayName, ModelName: c.req.Model,
 		PromptTokens: u.PromptTokens(), CompletionTokens: u.OutputTokens,
 		CacheTokens: u.CacheReadTokens, CacheCreationTokens: u.CacheWriteTokens, ReportedTotalTokens: u.ReportedTotalTokens,

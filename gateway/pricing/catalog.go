@@ -122,6 +122,9 @@ func ParseCatalogQuery(values url.Values) (CatalogQuery, error) {
 			}
 			q.Limit = n
 		case "after":
+			if v == "" { // an empty cursor is the first page, as next_after is empty on the last
+				continue
+			}
 			if _, err := decodeCursor(v); err != nil {
 				return q, err
 			}

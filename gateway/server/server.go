@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -25,7 +26,11 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// ReadyChecks must all pass for /readyz to answer 200.
 	ReadyChecks map[string]ReadyCheck
-	Logger      *slog.Logger
+	// Unmatched answers a request no endpoint matches: status 404 (unknown
+	// path) or 405 (known path, other methods; allow lists them and the
+	// Allow header is set). Nil: plain text.
+	Unmatched func(w http.ResponseWriter, r *http.Request, status int, allow []string)
+	Logger    *slog.Logger
 }
 
 // Server serves the gateway's API.
@@ -47,7 +52,33 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	// The least specific pattern: only what nothing else matches gets here,
+	// so the hot path pays nothing for it.
+	s.mux.HandleFunc("/", s.unmatched)
 	return s
+}
+
+// methods are the methods a 405 can list.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range methods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: r.Header}
+		if _, pattern := s.mux.Handler(probe); m != r.Method && pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	status := http.StatusNotFound
+	if len(allow) > 0 {
+		status = http.StatusMethodNotAllowed
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+	}
+	if s.opts.Unmatched != nil {
+		s.opts.Unmatched(w, r, status, allow)
+		return
+	}
+	http.Error(w, http.StatusText(status), status)
 }
 
 // Handle mounts a handler for a pattern of http.ServeMux.

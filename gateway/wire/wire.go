@@ -175,6 +175,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	srv = server.New(server.Options{
 		Addr:          o.Listen,
 		ShutdownGrace: o.ShutdownGrace,
+		Unmatched:     handlers.Unmatched,
 		ReadyChecks: map[string]server.ReadyCheck{
 			"informer caches": func(ctx context.Context) error {
 				if !mgr.GetCache().WaitForCacheSync(ctx) {

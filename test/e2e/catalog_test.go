@@ -157,4 +157,14 @@ func TestPricingCatalog(t *testing.T) {
 	}
 	code, _, _ = getJSON(t, "/v1/pricing", "sk-wrong")
 	g.Expect(code).To(Equal(401))
+
+	// An empty after is the first page: next_after is empty on the last
+	// page, and a client that feeds it back starts over, not fails.
+	code, _, first := getJSON(t, "/v1/pricing?limit=1", acct.Key)
+	g.Expect(code).To(Equal(200))
+	code, _, empty := getJSON(t, "/v1/pricing?limit=1&after=", acct.Key)
+	g.Expect(code).To(Equal(200), "after= is not a bad cursor: %v", empty)
+	g.Expect(empty["data"]).To(Equal(first["data"]))
+	code, _, _ = getJSON(t, "/v1/pricing?after=%21", acct.Key)
+	g.Expect(code).To(Equal(400), "a cursor that is not one is still refused")
 }
