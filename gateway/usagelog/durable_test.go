@@ -59,6 +59,19 @@ func done(a Ack) bool {
 func spooled(t *testing.T, path string) map[string]bool {
 	t.Helper()
 	ids := map[string]bool{}
+	eachJournal(t, path, func(j *journalFile) bool {
+		if _, _, _, err := j.scan(func(r store.UsageRow) error { ids[r.RequestID] = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	})
+	return ids
+}
+
+// eachJournal opens each journal file of path in turn and calls fn with it
+// until fn returns false.
+func eachJournal(t *testing.T, path string, fn func(*journalFile) bool) {
+	t.Helper()
 	paths, err := journalPaths(path)
 	if err != nil {
 		t.Fatal(err)
@@ -68,13 +81,12 @@ func spooled(t *testing.T, path string) map[string]bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, _, err = j.scan(func(r store.UsageRow) error { ids[r.RequestID] = true; return nil })
+		more := fn(j)
 		_ = j.close()
-		if err != nil {
-			t.Fatal(err)
+		if !more {
+			return
 		}
 	}
-	return ids
 }
 
 // TestAckWaitsForTheJournal: an ack waits for the journal append and its

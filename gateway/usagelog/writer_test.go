@@ -216,29 +216,23 @@ func TestWriterReplaysSpoolOfPreviousRun(t *testing.T) {
 // file of spool that has rows: what a crash in the middle of a write leaves.
 func tearLastRecord(t *testing.T, spool string) {
 	t.Helper()
-	paths, err := journalPaths(spool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range paths {
-		j, err := openJournal(p)
-		if err != nil {
+	torn := false
+	eachJournal(t, spool, func(j *journalFile) bool {
+		if j.rows == 0 {
+			return true
+		}
+		if err := j.encode([]store.UsageRow{row(100000)}); err != nil {
 			t.Fatal(err)
 		}
-		if j.rows > 0 {
-			if err := j.encode([]store.UsageRow{row(100000)}); err != nil {
-				t.Fatal(err)
-			}
-			half := j.buf.Bytes()[:j.buf.Len()/2]
-			if _, err := j.f.WriteAt(half, j.off); err != nil {
-				t.Fatal(err)
-			}
-			_ = j.close()
-			return
+		if _, err := j.f.WriteAt(j.buf.Bytes()[:j.buf.Len()/2], j.off); err != nil {
+			t.Fatal(err)
 		}
-		_ = j.close()
+		torn = true
+		return false
+	})
+	if !torn {
+		t.Fatal("no journal file holds rows")
 	}
-	t.Fatal("no journal file holds rows")
 }
 
 // A spool of the earlier append-only format (a journal at the spool path
