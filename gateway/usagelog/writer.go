@@ -284,6 +284,12 @@ func recoverSpool(path string) (spoolState, error) {
 		if err != nil {
 			return st, err
 		}
+		if rows == 0 { // nothing to replay (the usual state after a clean stop)
+			if err := os.Remove(p); err != nil {
+				return st, fmt.Errorf("remove empty spool file: %w", err)
+			}
+			continue
+		}
 		st.pending = append(st.pending, piece{legacy: p, count: rows, size: size})
 	}
 	paths, err := journalPaths(path)

@@ -254,6 +254,7 @@ func TestWriterReplaysLegacySpool(t *testing.T) {
 	}
 	writeLegacy(spool+".replay-00000000000000000001", 0, 40)
 	writeLegacy(spool, 40, 100)
+	g.Expect(os.WriteFile(spool+".replay-00000000000000000002", nil, 0o600)).To(Succeed()) // empty: deleted at once
 	w := newWriter(t, s, Config{SpoolPath: spool})
 	g.Expect(w.SpoolRows()).To(Equal(int64(100)))
 	g.Expect(w.Close(ctx)).To(Succeed())
