@@ -57,7 +57,7 @@ func (r *ApiTokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !tok.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, finalize(ctx, r.Client, tok, func(ctx context.Context) error { return r.disable(ctx, tok) })
 	}
-	if err := ensureFinalizer(ctx, r.Client, tok); err != nil {
+	if added, err := ensureFinalizer(ctx, r.Client, tok); added || err != nil {
 		return ctrl.Result{}, err
 	}
 	before := tok.DeepCopy()

@@ -10,18 +10,22 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
-// ensureFinalizer adds the ledger finalizer to a live object that lacks it.
-// The object is updated in place (new resourceVersion), so the reconcile can
-// go on with it.
-func ensureFinalizer(ctx context.Context, c client.Client, obj client.Object) error {
+// ensureFinalizer adds the ledger finalizer to a live object that lacks it
+// and reports whether it did. The caller then ends the reconcile, as
+// cluster-api's reconcilers do: the update's own event starts the next one.
+// Going on would act on this reconcile's object while that event is still on
+// its way, and the next reconcile, woken by it, could read the cache before
+// this one's status write and repeat a side effect (a submission to an
+// upstream) that this one already made.
+func ensureFinalizer(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
 	if !obj.GetDeletionTimestamp().IsZero() || controllerutil.ContainsFinalizer(obj, v1.LedgerFinalizer) {
-		return nil
+		return false, nil
 	}
 	controllerutil.AddFinalizer(obj, v1.LedgerFinalizer)
 	if err := c.Update(ctx, obj); err != nil {
-		return fmt.Errorf("add finalizer: %w", err)
+		return false, fmt.Errorf("add finalizer: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // finalize runs cleanup for a deleted object that still holds the ledger

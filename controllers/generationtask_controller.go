@@ -107,7 +107,7 @@ func (r *GenerationTaskReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !t.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, finalize(ctx, r.Client, t, func(ctx context.Context) error { return r.abandon(ctx, t) })
 	}
-	if err := ensureFinalizer(ctx, r.Client, t); err != nil {
+	if added, err := ensureFinalizer(ctx, r.Client, t); added || err != nil {
 		return ctrl.Result{}, err
 	}
 	before := t.DeepCopy()

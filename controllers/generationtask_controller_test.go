@@ -23,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -101,6 +102,17 @@ var _ = Describe("GenerationTask reconciler", func() {
 		Expect(err).NotTo(HaveOccurred())
 		return b
 	}
+
+	It("adds the ledger finalizer to a task created without it, and acts only in the next reconcile", func() {
+		t := submit("bare lamps", 1, "sim")
+		controllerutil.RemoveFinalizer(t, v1.LedgerFinalizer)
+		Expect(c.Update(ctx, t)).To(Succeed()) // as if applied by hand
+		step(t)
+		Expect(t.Finalizers).To(ContainElement(v1.LedgerFinalizer))
+		Expect(t.Status.Phase).To(BeEmpty(), "no work in the reconcile that added the finalizer")
+		step(t)
+		Expect(t.Status.Phase).NotTo(BeEmpty())
+	})
 
 	It("refunds a task deleted before it ends and archives it as failed (deleted); usage rows are untouched", func() {
 		before := balance()

@@ -59,7 +59,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !tenant.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, finalize(ctx, r.Client, tenant, func(ctx context.Context) error { return r.disableKeys(ctx, tenant) })
 	}
-	if err := ensureFinalizer(ctx, r.Client, tenant); err != nil {
+	if added, err := ensureFinalizer(ctx, r.Client, tenant); added || err != nil {
 		return ctrl.Result{}, err
 	}
 	before := tenant.DeepCopy()

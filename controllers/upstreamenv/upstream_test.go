@@ -71,7 +71,7 @@ var _ = Describe("GenerationTask on asynchronous upstreams", Ordered, func() {
 		ann, err := sub.Encode()
 		Expect(err).NotTo(HaveOccurred())
 		t := &v1.GenerationTask{
-			ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: tenantNS,
+			ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: tenantNS, Finalizers: []string{v1.LedgerFinalizer},
 				Annotations: map[string]string{tasks.SubmissionAnnotation: ann}},
 			Spec: v1.GenerationTaskSpec{TaskID: taskID, Model: v1.ModelID(route), Type: v1.ModelTypeVideo,
 				Profile: v1.ProfileAllInOneVideo,

@@ -48,7 +48,8 @@ func Submit(ctx context.Context, c client.Client, ledger *store.Store, s Task) (
 		return nil, err
 	}
 	t := &v1.GenerationTask{
-		ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: s.Namespace,
+		// With the ledger finalizer, as the gateway creates tasks.
+		ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: s.Namespace, Finalizers: []string{v1.LedgerFinalizer},
 			Annotations: map[string]string{tasks.SubmissionAnnotation: ann}, CreationTimestamp: metav1.NewTime(s.Accepted)},
 		Spec: v1.GenerationTaskSpec{TaskID: taskID, Model: "img", Type: v1.ModelTypeImage, Profile: v1.ProfileMultiImage,
 			Request: runtime.RawExtension{Raw: []byte(s.Request)}, TokenName: "key", TokenID: s.TokenID, UserID: s.UserID,
