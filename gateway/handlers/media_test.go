@@ -65,6 +65,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule)).To(Succeed())
 			g.Expect(meta.IsStatusConditionTrue(rule.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(stack.WaitCached(ctx, route)).To(Succeed())
+		Expect(stack.WaitCached(ctx, rule)).To(Succeed())
 		return model
 	}
 	mediaRoute := func(prefix string, typ v1.ModelType, profile v1.ValidationProfile, price v1.PriceRuleSpec) string {

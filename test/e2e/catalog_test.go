@@ -40,6 +40,8 @@ func mediaModel(t *testing.T, ns, model string, typ v1.ModelType, profile v1.Val
 		g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(rule.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
 	}, framework.Timeout, framework.Interval).Should(Succeed())
+	g.Expect(stack.WaitCached(ctx, route)).To(Succeed())
+	g.Expect(stack.WaitCached(ctx, rule)).To(Succeed())
 }
 
 func perRequest(usd string) *v1.PriceRuleSpec {

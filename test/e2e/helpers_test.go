@@ -55,6 +55,10 @@ func textModelOn(t *testing.T, env *framework.Env, ns, model string, backends ..
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(price), price)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(price.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
 	}, framework.Timeout, framework.Interval).Should(Succeed())
+	if env == stack.Env { // this process's gateway: wait until its cache has both
+		g.Expect(stack.WaitCached(ctx, route)).To(Succeed())
+		g.Expect(stack.WaitCached(ctx, price)).To(Succeed())
+	}
 }
 
 func sim(name, provider string) v1.Backend {

@@ -234,6 +234,35 @@ func (e *Env) WaitReady(ctx context.Context, obj client.Object) error {
 	})
 }
 
+// WaitCached waits until the stack's own informer cache, which the gateway
+// serves from, holds obj (a ModelRoute, PriceRule, Tenant or ApiToken) with
+// its Ready condition true (Published for a PriceRule). The API server says
+// so a watch event earlier: a request sent in between can find no route or
+// no price.
+func (s *Stack) WaitCached(ctx context.Context, obj client.Object) error {
+	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
+		cached := obj.DeepCopyObject().(client.Object)
+		if err := s.Cache.Get(ctx, client.ObjectKeyFromObject(obj), cached); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		var conds []metav1.Condition
+		cond := v1.ConditionReady
+		switch o := cached.(type) {
+		case *v1.Tenant:
+			conds = o.Status.Conditions
+		case *v1.ApiToken:
+			conds = o.Status.Conditions
+		case *v1.ModelRoute:
+			conds = o.Status.Conditions
+		case *v1.PriceRule:
+			conds, cond = o.Status.Conditions, v1.ConditionPublished
+		default:
+			return false, fmt.Errorf("WaitCached: unsupported %T", obj)
+		}
+		return meta.IsStatusConditionTrue(conds, cond), nil
+	})
+}
+
 // knownProvider accepts the text providers and the media adapters, as the
 // manager binary does.
 func knownProvider(name string) bool {
