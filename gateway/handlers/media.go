@@ -72,8 +72,15 @@ func registerMedia(mux Mux, d *Deps) {
 	}
 }
 
-// mediaFail writes the contract's common error shape with an image task error type.
-func mediaFail(w http.ResponseWriter, status int, typ, message string) {
+// fail writes the contract's common error shape {error:{code, message,
+// type}}. The image endpoints use the image task error table's types (typ);
+// the video endpoints, which the contract gives no table of their own, the
+// common gateway errors' types by status (404 not_found_error, 401
+// authentication_error, 429 rate_limit_error, ...): docs/api-choices.md.
+func (m *Media) fail(w http.ResponseWriter, status int, typ, message string) {
+	if m.typ == v1.ModelTypeVideo {
+		typ = apierr.OpenAIType(status)
+	}
 	apierr.Common(w, status, typ, message)
 }
 
@@ -86,7 +93,7 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 
 	p, f := m.Auth.APIKey(ctx, r, false)
 	if f != nil {
-		mediaFail(w, f.Status, errUnauthorized, f.Message)
+		m.fail(w, f.Status, errUnauthorized, f.Message)
 		return
 	}
 	limit := int64(maxMediaBody)
@@ -97,28 +104,28 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			mediaFail(w, http.StatusRequestEntityTooLarge, errInvalidRequest,
+			m.fail(w, http.StatusRequestEntityTooLarge, errInvalidRequest,
 				fmt.Sprintf("request body is larger than %d MiB; upload media first and send URLs", limit>>20))
 			return
 		}
-		mediaFail(w, http.StatusBadRequest, errInvalidRequest, "could not read the request body")
+		m.fail(w, http.StatusBadRequest, errInvalidRequest, "could not read the request body")
 		return
 	}
 	var head struct {
 		Model any `json:"model"`
 	}
 	if err := json.Unmarshal(body, &head); err != nil {
-		mediaFail(w, http.StatusBadRequest, errInvalidRequest, "the request body is not a JSON object")
+		m.fail(w, http.StatusBadRequest, errInvalidRequest, "the request body is not a JSON object")
 		return
 	}
 	model, _ := head.Model.(string)
 	if model == "" {
-		mediaFail(w, http.StatusBadRequest, errInvalidRequest, "model is required")
+		m.fail(w, http.StatusBadRequest, errInvalidRequest, "model is required")
 		return
 	}
 	task, status, typ, msg := m.submit(ctx, w, p, model, body, requestID)
 	if status != 0 {
-		mediaFail(w, status, typ, msg)
+		m.fail(w, status, typ, msg)
 		return
 	}
 	out := tasks.Render(ctx, task, m.Blobs, m.Clock.Now())
@@ -373,18 +380,18 @@ func (m *Media) Get(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	p, f := m.Auth.APIKey(ctx, r, false)
 	if f != nil {
-		mediaFail(w, f.Status, errUnauthorized, f.Message)
+		m.fail(w, f.Status, errUnauthorized, f.Message)
 		return
 	}
 	id := strings.TrimSpace(r.PathValue("task_id"))
 	t, err := m.lookup(ctx, p, id)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "look up task", "task", id)
-		mediaFail(w, http.StatusInternalServerError, errInternal, "could not read the task")
+		m.fail(w, http.StatusInternalServerError, errInternal, "could not read the task")
 		return
 	}
 	if t == nil {
-		mediaFail(w, http.StatusNotFound, errTaskNotFound, fmt.Sprintf("task %q not found", id))
+		m.fail(w, http.StatusNotFound, errTaskNotFound, fmt.Sprintf("task %q not found", id))
 		return
 	}
 	writeJSON(w, http.StatusOK, tasks.Render(ctx, t, m.Blobs, m.Clock.Now()))
@@ -396,7 +403,7 @@ func (m *Media) Batch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	p, f := m.Auth.APIKey(ctx, r, false)
 	if f != nil {
-		mediaFail(w, f.Status, errUnauthorized, f.Message)
+		m.fail(w, f.Status, errUnauthorized, f.Message)
 		return
 	}
 	var ids []string
@@ -411,10 +418,10 @@ func (m *Media) Batch(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case len(ids) == 0:
-		mediaFail(w, http.StatusBadRequest, errInvalidRequest, "ids is required: a comma-separated list of task IDs")
+		m.fail(w, http.StatusBadRequest, errInvalidRequest, "ids is required: a comma-separated list of task IDs")
 		return
 	case len(ids) > maxBatchIDs:
-		mediaFail(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("at most %d task IDs per query (got %d)", maxBatchIDs, len(ids)))
+		m.fail(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("at most %d task IDs per query (got %d)", maxBatchIDs, len(ids)))
 		return
 	}
 	out := batchJSON{Object: "list", Data: []tasks.View{}, NotFound: []string{}}
@@ -422,7 +429,7 @@ func (m *Media) Batch(w http.ResponseWriter, r *http.Request) {
 		t, err := m.lookup(ctx, p, id)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "look up task", "task", id)
-			mediaFail(w, http.StatusInternalServerError, errInternal, "could not read the tasks")
+			m.fail(w, http.StatusInternalServerError, errInternal, "could not read the tasks")
 			return
 		}
 		if t == nil {

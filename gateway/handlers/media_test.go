@@ -205,9 +205,14 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(code).To(Equal(404))
 		Expect(body["error"]).To(Equal(map[string]any{"code": json.Number("404"), "type": "task_not_found",
 			"message": fmt.Sprintf("task %q not found", id)}))
-		By("an image task is not a video task")
-		code, _, _ = call("GET", "/v1/videos/generations/"+id, bearer(acct.Key), nil)
+		By("an image task is not a video task; the video family answers with the common gateway errors")
+		code, body, _ = call("GET", "/v1/videos/generations/"+id, bearer(acct.Key), nil)
 		Expect(code).To(Equal(404))
+		Expect(body["error"]).To(Equal(map[string]any{"code": json.Number("404"), "type": "not_found_error",
+			"message": fmt.Sprintf("task %q not found", id)}))
+		code, body, _ = call("GET", "/v1/videos/generations/"+id, nil, nil)
+		Expect(code).To(Equal(401))
+		Expect(body["error"].(map[string]any)["type"]).To(Equal("authentication_error"))
 		By("no key: 401 unauthorized")
 		code, body, _ = call("GET", "/v1/images/generations/"+id, nil, nil)
 		Expect(code).To(Equal(401))
@@ -291,7 +296,11 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			code, body, _ := call("POST", c.path, bearer(acct.Key), c.body)
 			Expect(code).To(Equal(400), "%v", c.body)
 			e := body["error"].(map[string]any)
-			Expect(e["type"]).To(Equal("invalid_request"))
+			want := "invalid_request" // the image task error table
+			if strings.HasPrefix(c.path, "/v1/videos") {
+				want = "invalid_request_error" // the common gateway errors
+			}
+			Expect(e["type"]).To(Equal(want))
 			Expect(num(e["code"])).To(Equal("400"))
 			Expect(e["message"]).To(ContainSubstring(c.msg))
 		}
