@@ -7,6 +7,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -40,6 +41,11 @@ type Deps struct {
 	UsageLog UsageSink
 	// Prices returns the current price table (rebuilt on PriceRule changes).
 	Prices func() *pricing.Table
+	// RecheckPrices, when set, rebuilds the table from the cache now
+	// (rate-limited) and returns it. A model found without a price is
+	// looked up once more in it: the informer's event that marks the table
+	// stale can trail the cache update that published the price.
+	RecheckPrices func() *pricing.Table
 	// Credentials reads an upstream credential (a Secret key of a route's namespace).
 	Credentials func(ctx context.Context, namespace, name, key string) (string, error)
 	// SystemNamespace holds the platform's routes and prices.
@@ -123,3 +129,13 @@ func cors(next http.Handler) http.Handler {
 }
 
 func noContent(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
+
+// selectPrice selects the rule pricing model for a group, looking once more
+// in a freshly rebuilt table when the current one has none (RecheckPrices).
+func (d *Deps) selectPrice(namespace, model, group string, f pricing.Facts) (*pricing.Rule, error) {
+	rule, err := d.Prices().Select(namespace, model, group, f)
+	if errors.Is(err, pricing.ErrNoPrice) && d.RecheckPrices != nil {
+		rule, err = d.RecheckPrices().Select(namespace, model, group, f)
+	}
+	return rule, err
+}

@@ -171,7 +171,7 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 		return nil, http.StatusTooManyRequests, errRateLimited, "rate limit exceeded; retry after the time in the Retry-After header"
 	}
 	accepted := m.Clock.Now()
-	rule, err := m.Prices().Select(p.Tenant.Namespace, model, plan[0].Group,
+	rule, err := m.selectPrice(p.Tenant.Namespace, model, plan[0].Group,
 		pricing.Facts{Resolution: norm.Resolution, HasVideoInput: norm.HasVideoInput})
 	switch {
 	case errors.Is(err, pricing.ErrNoPrice):

@@ -172,7 +172,7 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 			what + " rate limit exceeded; retry after the time in the Retry-After header"
 	}
 	c.accepted = t.Clock.Now()
-	c.rule, err = t.Prices().Select(p.Tenant.Namespace, req.Model, c.plan[0].Group, pricing.Facts{})
+	c.rule, err = t.selectPrice(p.Tenant.Namespace, req.Model, c.plan[0].Group, pricing.Facts{})
 	switch {
 	case errors.Is(err, pricing.ErrNoPrice):
 		return c, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q has no published price for this key's group", req.Model)

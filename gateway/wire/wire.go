@@ -195,6 +195,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		Leaser:          leaser,
 		UsageLog:        usageSink(usage, o.WrapUsageSink),
 		Prices:          prices.Table,
+		RecheckPrices:   prices.Recheck,
 		Credentials:     credentials(secrets, mgr.GetClient()),
 		SystemNamespace: o.SystemNamespace,
 		Blobs:           blobs,
@@ -300,6 +301,8 @@ type priceBook struct {
 	// cache earlier could store its older table after a later one, and the
 	// stale table would stay until the next PriceRule event.
 	rebuild sync.Mutex
+	// rechecked is when Recheck last forced a rebuild (Unix nanoseconds).
+	rechecked atomic.Int64
 }
 
 // Table returns the current table, rebuilding it when rules changed.
@@ -318,6 +321,23 @@ func (b *priceBook) Table() *pricing.Table {
 		b.table.Store(pricing.NewTable(b.system, list.Items))
 	}
 	return b.table.Load()
+}
+
+// recheckEvery bounds forced rebuilds: a client asking for an unpriced
+// model in a loop costs at most one list and compile per interval.
+const recheckEvery = 100 * time.Millisecond
+
+// Recheck rebuilds the table from the cache now, at most once per
+// recheckEvery, and returns the current table. The informer updates its
+// cache before it delivers the event that marks the table dirty, and under
+// load that delivery can trail by a while: a price just published may be in
+// the cache and not yet in the table.
+func (b *priceBook) Recheck() *pricing.Table {
+	now := time.Now().UnixNano()
+	if last := b.rechecked.Load(); now-last >= int64(recheckEvery) && b.rechecked.CompareAndSwap(last, now) {
+		b.dirty.Store(true)
+	}
+	return b.Table()
 }
 
 // watch marks the table dirty on every PriceRule event.
