@@ -61,10 +61,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{GenerateName: "price-", Namespace: framework.SystemNamespace}, Spec: price}
 		Expect(stack.Client.Create(ctx, rule)).To(Succeed())
 		DeferCleanup(func() { _ = stack.Client.Delete(ctx, rule) })
-		Eventually(func(g Gomega) {
-			g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule)).To(Succeed())
-			g.Expect(meta.IsStatusConditionTrue(rule.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
-		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(stack.WaitReady(ctx, rule)).To(Succeed(), "published")
 		Expect(stack.WaitCached(ctx, route)).To(Succeed())
 		Expect(stack.WaitCached(ctx, rule)).To(Succeed())
 		return model

@@ -120,21 +120,18 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // textCall carries one request through the pipeline.
 type textCall struct {
-	requestID string
-	body      []byte
-	header    http.Header
-	req       textRequest
-	route     *v1.ModelRoute
-	plan      []routing.Candidate
-	rule      *pricing.Rule
-	accepted  time.Time
-	estimate  billing.Quota
-	// inputEstimate is the admission's estimate of the prompt's tokens: what
-	// a stream whose upstream never reported usage is billed for input.
-	inputEstimate int64
-	hold          *store.Hold
-	retryAfter    time.Duration
-	conv          *conversation
+	requestID  string
+	body       []byte
+	header     http.Header
+	req        textRequest
+	route      *v1.ModelRoute
+	plan       []routing.Candidate
+	rule       *pricing.Rule
+	accepted   time.Time
+	estimate   billing.Quota
+	hold       *store.Hold
+	retryAfter time.Duration
+	conv       *conversation
 }
 
 // prepare checks the key's rights, finds the route, the price and the quota.
@@ -184,7 +181,6 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 		outCap = max(maxOut, defaultOutputEstimate)
 	}
 	c.estimate, err = c.rule.EstimateText(int64(bodyLen), outCap, c.accepted)
-	c.inputEstimate = pricing.EstimateInputTokens(int64(bodyLen))
 	if err != nil {
 		return c, http.StatusInternalServerError, "", "could not price the request"
 	}
@@ -258,7 +254,8 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 	complete, tail := t.pump(ctx, w, res.Stream, capture.observe)
 	u := res.Stream.Usage()
 	if !res.Stream.UsageReported() && u.PromptTokens() == 0 {
-		u.InputTokens = c.inputEstimate // never bill a prompt as zero tokens
+		// Never bill a prompt as zero tokens: the admission's estimate.
+		u.InputTokens = pricing.EstimateInputTokens(int64(len(c.body)))
 	}
 	err = t.settle(ctx, p, c, cand, u, !complete)
 	if err != nil {

@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/framework"
@@ -36,10 +34,7 @@ func mediaModel(t *testing.T, ns, model string, typ v1.ModelType, profile v1.Val
 	rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{GenerateName: "price-", Namespace: ns}, Spec: *price}
 	g.Expect(stack.Client.Create(ctx, rule)).To(Succeed())
 	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), rule) })
-	g.Eventually(func(g Gomega) {
-		g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(rule.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
-	}, framework.Timeout, framework.Interval).Should(Succeed())
+	g.Expect(stack.WaitReady(ctx, rule)).To(Succeed(), "published")
 	g.Expect(stack.WaitCached(ctx, route)).To(Succeed())
 	g.Expect(stack.WaitCached(ctx, rule)).To(Succeed())
 }

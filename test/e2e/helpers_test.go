@@ -8,9 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/billing"
@@ -51,10 +49,7 @@ func textModelOn(t *testing.T, env *framework.Env, ns, model string, backends ..
 		_ = env.Client.Delete(context.Background(), price)
 	})
 	g.Expect(env.WaitReady(ctx, route)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(price), price)).To(Succeed())
-		g.Expect(meta.IsStatusConditionTrue(price.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
-	}, framework.Timeout, framework.Interval).Should(Succeed())
+	g.Expect(env.WaitReady(ctx, price)).To(Succeed(), "published")
 	if env == stack.Env { // this process's gateway: wait until its cache has both
 		g.Expect(stack.WaitCached(ctx, route)).To(Succeed())
 		g.Expect(stack.WaitCached(ctx, price)).To(Succeed())

@@ -215,23 +215,7 @@ func (e *Env) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.Api
 
 // WaitReady waits for obj's Ready condition and reloads it.
 func (e *Env) WaitReady(ctx context.Context, obj client.Object) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
-		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		var conds []metav1.Condition
-		switch o := obj.(type) {
-		case *v1.Tenant:
-			conds = o.Status.Conditions
-		case *v1.ApiToken:
-			conds = o.Status.Conditions
-		case *v1.ModelRoute:
-			conds = o.Status.Conditions
-		default:
-			return false, fmt.Errorf("WaitReady: unsupported %T", obj)
-		}
-		return meta.IsStatusConditionTrue(conds, v1.ConditionReady), nil
-	})
+	return waitCondition(ctx, e.Client, obj)
 }
 
 // WaitCached waits until the stack's own informer cache, which the gateway
@@ -240,14 +224,19 @@ func (e *Env) WaitReady(ctx context.Context, obj client.Object) error {
 // so a watch event earlier: a request sent in between can find no route or
 // no price.
 func (s *Stack) WaitCached(ctx context.Context, obj client.Object) error {
+	return waitCondition(ctx, s.Cache, obj.DeepCopyObject().(client.Object))
+}
+
+// waitCondition polls obj through r until its Ready condition is true
+// (Published for a PriceRule).
+func waitCondition(ctx context.Context, r client.Reader, obj client.Object) error {
 	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
-		cached := obj.DeepCopyObject().(client.Object)
-		if err := s.Cache.Get(ctx, client.ObjectKeyFromObject(obj), cached); err != nil {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		var conds []metav1.Condition
 		cond := v1.ConditionReady
-		switch o := cached.(type) {
+		switch o := obj.(type) {
 		case *v1.Tenant:
 			conds = o.Status.Conditions
 		case *v1.ApiToken:
@@ -257,7 +246,7 @@ func (s *Stack) WaitCached(ctx context.Context, obj client.Object) error {
 		case *v1.PriceRule:
 			conds, cond = o.Status.Conditions, v1.ConditionPublished
 		default:
-			return false, fmt.Errorf("WaitCached: unsupported %T", obj)
+			return false, fmt.Errorf("wait for %s: unsupported %T", cond, obj)
 		}
 		return meta.IsStatusConditionTrue(conds, cond), nil
 	})
