@@ -230,7 +230,7 @@ func (s *Stack) WaitCached(ctx context.Context, obj client.Object) error {
 // waitCondition polls obj through r until its Ready condition is true
 // (Published for a PriceRule).
 func waitCondition(ctx context.Context, r client.Reader, obj client.Object) error {
-	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
 		if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
