@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -24,29 +23,20 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/shopspring/decimal"
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/devenv"
 	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
-	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
-	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/netguard"
-	"github.com/modelgate/modelgate/gateway/providers"
-	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -233,50 +223,21 @@ func runManager(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ledger.Close()
-	mgr, err := newManager(ctx, cfg, ctrl.Options{
-		Metrics:                 metricsserver.Options{BindAddress: m.metricsAddr},
-		HealthProbeBindAddress:  m.probeAddr,
-		LeaderElection:          m.leaderElect,
-		LeaderElectionID:        "modelgate-manager.modelgate.io",
-		LeaderElectionNamespace: c.systemNamespace,
-	})
-	if err != nil {
-		return err
-	}
 	// The GenerationTask controller writes generated media to the gateways'
 	// blob store (MODELGATE_BLOB_URL or MODELGATE_BLOB_DIR); it only writes,
 	// the gateways sign the links.
 	var g gatewayFlags
-	blobs, err := wire.OpenBlobs(g.options(c.systemNamespace, ""), func() string { return os.Getenv("MODELGATE_PUBLIC_URL") })
+	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
+		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
+		MetricsAddr: m.metricsAddr, ProbeAddr: m.probeAddr, LeaderElection: m.leaderElect,
+		Controllers: &controllers.Options{SyncPeriod: m.syncPeriod, ReviewDeadline: m.reviewDeadline,
+			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping},
+		ManagerBlobs: g.options(""),
+	})
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: m.syncPeriod, KnownProvider: knownProvider, Blobs: blobs,
-		ReviewDeadline: m.reviewDeadline, ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping}); err != nil {
-		return err
-	}
-	metrics.RegisterTaskPhases(mgr.GetCache())
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("ledger", func(*http.Request) error { return ledger.Ping(ctx) }); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
-}
-
-// newManager builds a controller-runtime manager with modelgate's scheme and
-// every cache index registered.
-func newManager(ctx context.Context, cfg *rest.Config, opts ctrl.Options) (ctrl.Manager, error) {
-	opts.Scheme = kubescheme.New()
-	mgr, err := ctrl.NewManager(cfg, opts)
-	if err != nil {
-		return nil, fmt.Errorf("new manager: %w", err)
-	}
-	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, err
-	}
-	return mgr, nil
+	return sys.Start(ctx)
 }
 
 // minLeaseTTL is the shortest --lease-ttl: a replica stops using a lease a
@@ -328,24 +289,15 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 	fs.BoolVar(&g.probeImages, "probe-reference-images", true, "download reference images of the multi-image family to check format, size and aspect (turn off without egress)")
 }
 
-func (g *gatewayFlags) options(systemNamespace, dataDir string) wire.Options {
-	return wire.Options{Listen: g.listen, ShutdownGrace: g.grace, SystemNamespace: systemNamespace,
+// options are the gateway's options; NewSystem sets the system namespace.
+func (g *gatewayFlags) options(dataDir string) wire.Options {
+	return wire.Options{Listen: g.listen, ShutdownGrace: g.grace,
 		DataDir: dataDir, ReplicaID: os.Getenv("POD_NAME"), DefaultRequestsPerMinute: int32(g.defaultRPM),
 		PublicURL: g.publicURL, BlobDir: os.Getenv("MODELGATE_BLOB_DIR"),
 		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
 		BlobURL:        os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
 		UploadTTL: g.uploadTTL, LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
-}
-
-// knownProvider reports whether a provider adapter is compiled in: a text
-// provider or an asynchronous media adapter (gateway/tasks/upstream).
-func knownProvider(name string) bool {
-	if _, ok := providers.Get(name); ok {
-		return true
-	}
-	_, ok := upstream.Get(name)
-	return ok
 }
 
 func runGateway(ctx context.Context, args []string) error {
@@ -365,22 +317,15 @@ func runGateway(ctx context.Context, args []string) error {
 	defer ledger.Close()
 	// The gateway is a manager without controllers or leader election: it
 	// gets the shared informer cache, its indexes and the metrics endpoint.
-	mgr, err := newManager(ctx, cfg, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: g.metricsAddr},
-		HealthProbeBindAddress: "0",
-		// The gateway may read Secrets only in the system namespace (upstream
-		// credentials); a cluster-wide Secret informer would never sync.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{c.systemNamespace: {}}},
-		}},
+	opts := g.options(envOr("MODELGATE_SPOOL_DIR", os.TempDir()))
+	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
+		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
+		MetricsAddr: g.metricsAddr, Gateway: &opts,
 	})
 	if err != nil {
 		return err
 	}
-	if _, err := wire.Gateway(mgr, ledger, g.options(c.systemNamespace, envOr("MODELGATE_SPOOL_DIR", os.TempDir()))); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return sys.Start(ctx)
 }
 
 // newestAssetsDir finds bin/k8s/<version> (the newest) for the dev command.
@@ -452,29 +397,18 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer ledger.Close()
 
-	mgr, err := newManager(ctx, cp.Config, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+	// One process, one manager: the controllers write generated media to
+	// the blob store the gateway serves and signs.
+	opts := g.options(dataDir)
+	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
+		Config: cp.Config, Ledger: ledger, SystemNamespace: *sysNS,
+		Controllers: &controllers.Options{SyncPeriod: 10 * time.Second, Housekeeping: d.housekeep},
+		Gateway:     &opts,
 	})
 	if err != nil {
 		return err
 	}
-	metrics.RegisterTaskPhases(mgr.GetCache())
-	// One blob store for the controllers (they write generated media) and
-	// the gateway (it serves and signs the links).
-	opts := g.options(*sysNS, dataDir)
-	var gw *server.Server
-	if opts.Blobs, err = wire.OpenBlobs(opts, func() string { return "http://" + gw.Addr() }); err != nil {
-		return err
-	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: 10 * time.Second, KnownProvider: knownProvider, Blobs: opts.Blobs,
-		Housekeeping: d.housekeep}); err != nil {
-		return err
-	}
-	gw, err = wire.Gateway(mgr, ledger, opts)
-	if err != nil {
-		return err
-	}
+	gw := sys.Gateway
 	kc, err := client.New(cp.Config, client.Options{Scheme: kubescheme.New()})
 	if err != nil {
 		return err
@@ -491,7 +425,7 @@ func runDev(ctx context.Context, args []string) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
+	go func() { done <- sys.Start(runCtx) }()
 
 	info, err := devenv.WaitForDemo(ctx, kc, objs)
 	if err != nil {

@@ -14,15 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
-	"github.com/modelgate/modelgate/gateway/index"
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/wire"
 	"github.com/modelgate/modelgate/test/framework"
@@ -53,26 +48,18 @@ func TestGatewayRunsUnderItsServiceAccount(t *testing.T) {
 	opts.Blobs, err = wire.OpenBlobs(opts, func() string { return base })
 	g.Expect(err).NotTo(HaveOccurred())
 
-	// The manager, as an administrator.
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	// The manager, as an administrator, and the gateway, as its
+	// ServiceAccount (caching Secrets of the system namespace only), each
+	// composed as its binary does; they share the blob store.
+	mgr, err := wire.NewSystem(ctx, wire.SystemOptions{Config: env.Config, Ledger: ledger, SystemNamespace: SystemNamespace,
+		Controllers: &controllers.Options{SyncPeriod: time.Second}, ManagerBlobs: opts})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(index.AddIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
-	g.Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second, Blobs: opts.Blobs,
-		KnownProvider: func(n string) bool { _, ok := providers.Get(n); return ok }})).To(Succeed())
-
-	// The gateway, as its ServiceAccount, caching Secrets of the system namespace only (as main.go does).
-	gwMgr, err := ctrl.NewManager(gwCfg, ctrl.Options{Scheme: env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{SystemNamespace: {}}},
-		}}})
+	gw, err := wire.NewSystem(ctx, wire.SystemOptions{Config: gwCfg, Ledger: ledger, SystemNamespace: SystemNamespace,
+		Gateway: &opts})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(index.AddIndexes(ctx, gwMgr.GetFieldIndexer())).To(Succeed())
-	srv, err := wire.Gateway(gwMgr, ledger, opts)
-	g.Expect(err).NotTo(HaveOccurred())
+	srv := gw.Gateway
 	go func() { _ = mgr.Start(ctx) }()
-	go func() { _ = gwMgr.Start(ctx) }()
+	go func() { _ = gw.Start(ctx) }()
 	g.Eventually(srv.Addr).WithTimeout(framework.Timeout).ShouldNot(BeEmpty())
 	base = "http://" + srv.Addr()
 	g.Eventually(func() int {

@@ -12,21 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/handlers"
-	"github.com/modelgate/modelgate/gateway/index"
-	"github.com/modelgate/modelgate/gateway/metrics"
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -86,8 +79,8 @@ func StartStack(o StackOptions) (*Stack, error) {
 func (s *Stack) start(o StackOptions) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	sys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}
-	if err := s.Client.Create(ctx, sys); err != nil {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}
+	if err := s.Client.Create(ctx, ns); err != nil {
 		return err
 	}
 	s.DSN = o.DSN
@@ -98,47 +91,29 @@ func (s *Stack) start(o StackOptions) error {
 	if s.Ledger, err = store.Open(ctx, s.DSN); err != nil {
 		return err
 	}
-	cfg := s.Config
-	if o.ManagerQPS > 0 {
-		cfg = rest.CopyConfig(s.Config)
-		cfg.QPS, cfg.Burst = o.ManagerQPS, int(2*o.ManagerQPS)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: s.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		return err
-	}
-	s.Cache = mgr.GetCache()
-	metrics.RegisterTaskPhases(s.Cache)
-	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
-	// One blob store: the controllers write generated media, the gateway
-	// serves and signs the links.
+	// The same composition as the binaries: one manager running the
+	// controllers and the gateway, which share one blob store.
 	gwOpts := wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second,
-		SystemNamespace: SystemNamespace, DataDir: o.Dir, BlobSigningKey: []byte("stack-blob-signing-key"),
+		DataDir: o.Dir, BlobSigningKey: []byte("stack-blob-signing-key"),
 		WrapUsageSink: o.WrapUsageSink, UsageDurability: o.UsageDurability}
 	if gwOpts.DataDir == "" {
 		gwOpts.DataDir = os.TempDir()
 	}
-	if gwOpts.Blobs, err = wire.OpenBlobs(gwOpts, func() string { return s.BaseURL }); err != nil {
-		return err
-	}
-	s.Blobs = gwOpts.Blobs
 	sync := o.SyncPeriod
 	if sync <= 0 {
 		sync = time.Second // tests watch mirrored figures move
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Ledger: s.Ledger, SyncPeriod: sync,
-		KnownProvider: knownProvider, Blobs: gwOpts.Blobs}); err != nil {
-		return err
-	}
-	gw, err := wire.Gateway(mgr, s.Ledger, gwOpts)
+	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
+		Config: s.Config, Ledger: s.Ledger, SystemNamespace: SystemNamespace, QPS: o.ManagerQPS,
+		Controllers: &controllers.Options{SyncPeriod: sync},
+		Gateway:     &gwOpts,
+	})
 	if err != nil {
 		return err
 	}
-	go func() { s.done <- mgr.Start(ctx) }()
+	s.Cache, s.Blobs = sys.Manager.GetCache(), sys.Blobs
+	gw := sys.Gateway
+	go func() { s.done <- sys.Start(ctx) }()
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
 		return gw.Addr() != "", nil
 	}); err != nil {
@@ -250,14 +225,4 @@ func waitCondition(ctx context.Context, r client.Reader, obj client.Object) erro
 		}
 		return meta.IsStatusConditionTrue(conds, cond), nil
 	})
-}
-
-// knownProvider accepts the text providers and the media adapters, as the
-// manager binary does.
-func knownProvider(name string) bool {
-	if _, ok := providers.Get(name); ok {
-		return true
-	}
-	_, ok := upstream.Get(name)
-	return ok
 }
