@@ -1,0 +1,174 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Codec of the chat_completions protocol (OpenAI Chat Completions wire
+// format): complete responses and usage.
+
+type cUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *int64 `json:"cached_tokens,omitempty"`
+	} `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details,omitempty"`
+}
+
+type cChoice struct {
+	Index        int             `json:"index"`
+	Message      cMsg            `json:"message"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+type cResp struct {
+	ID      string    `json:"id"`
+	Object  string    `json:"object"`
+	Created int64     `json:"created"`
+	Model   string    `json:"model"`
+	Choices []cChoice `json:"choices"`
+	Usage   *cUsage   `json:"usage,omitempty"`
+}
+
+func (u *cUsage) toUsage() Usage {
+	out := Usage{OutputTokens: u.CompletionTokens, InputTokens: u.PromptTokens, ReportedTotalTokens: ptr(u.TotalTokens)}
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
+		out.CacheReadTokens = ptr(*d.CachedTokens)
+		out.InputTokens -= *d.CachedTokens
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		out.ReasoningTokens = d.ReasoningTokens
+	}
+	return out
+}
+
+func chatUsage(u Usage) *cUsage {
+	out := &cUsage{PromptTokens: u.PromptTokens(), CompletionTokens: u.OutputTokens}
+	out.TotalTokens = out.PromptTokens + out.CompletionTokens
+	out.PromptTokensDetails = &struct {
+		CachedTokens *int64 `json:"cached_tokens,omitempty"`
+	}{CachedTokens: ptr(deref(u.CacheReadTokens))}
+	out.CompletionTokensDetails = &struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	}{ReasoningTokens: u.ReasoningTokens}
+	return out
+}
+
+func appendChatUsage(d []byte, u Usage) []byte {
+	p := u.PromptTokens()
+	d = append(d, `{"prompt_tokens":`...)
+	d = appendInt(d, p)
+	d = append(d, `,"completion_tokens":`...)
+	d = appendInt(d, u.OutputTokens)
+	d = append(d, `,"total_tokens":`...)
+	d = appendInt(d, p+u.OutputTokens)
+	d = append(d, `,"prompt_tokens_details":{"cached_tokens":`...)
+	d = appendInt(d, deref(u.CacheReadTokens))
+	d = append(d, `},"completion_tokens_details":{"reasoning_tokens":`...)
+	d = appendInt(d, u.ReasoningTokens)
+	return append(d, "}}"...)
+}
+
+func decodeChatResponse(body []byte) (*Response, error) {
+	var in cResp
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fmt.Errorf("chat completions response: %w", err)
+	}
+	r := &Response{ID: in.ID, Model: in.Model, Created: in.Created, Stop: StopEndTurn}
+	if in.Usage != nil {
+		r.Usage = in.Usage.toUsage()
+	}
+	if len(in.Choices) > 0 {
+		c := in.Choices[0]
+		if c.FinishReason != nil {
+			r.Stop = stopFromChat(*c.FinishReason)
+		}
+		if c.Message.ReasoningContent != "" {
+			r.Parts = append(r.Parts, Part{Type: PartThinking, Text: c.Message.ReasoningContent})
+		}
+		if t := chatText(c.Message.Content); t != "" {
+			r.Parts = append(r.Parts, Part{Type: PartText, Text: t})
+		} else if c.Message.Refusal != nil && *c.Message.Refusal != "" {
+			r.Parts = append(r.Parts, Part{Type: PartText, Text: *c.Message.Refusal})
+		}
+		for _, tc := range c.Message.ToolCalls {
+			r.Parts = append(r.Parts, Part{Type: PartToolCall, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+	}
+	return r, nil
+}
+
+func encodeChatResponse(r *Response) ([]byte, error) {
+	out := cResp{ID: r.ID, Object: "chat.completion", Created: r.Created, Model: r.Model, Usage: chatUsage(r.Usage)}
+	if !strings.HasPrefix(out.ID, "chatcmpl-") {
+		out.ID = NewID("chatcmpl-")
+	}
+	if out.Created == 0 {
+		out.Created = time.Now().Unix()
+	}
+	msg := cMsg{Role: "assistant"}
+	var text strings.Builder
+	for _, p := range r.Parts {
+		switch p.Type {
+		case PartText:
+			text.WriteString(p.Text)
+		case PartToolCall:
+			var tc cToolCall
+			tc.ID, tc.Type = p.ID, "function"
+			tc.Function.Name, tc.Function.Arguments = p.Name, p.Arguments
+			msg.ToolCalls = append(msg.ToolCalls, tc)
+		}
+	}
+	if text.Len() > 0 || len(msg.ToolCalls) == 0 {
+		msg.Content, _ = json.Marshal(text.String())
+	} else {
+		msg.Content = json.RawMessage("null")
+	}
+	fr := chatFinish(r.Stop)
+	out.Choices = []cChoice{{Index: 0, Message: msg, Logprobs: json.RawMessage("null"), FinishReason: &fr}}
+	return json.Marshal(out)
+}
+
+func stopFromChat(s string) StopReason {
+	switch s {
+	case "length":
+		return StopMaxTokens
+	case "tool_calls", "function_call":
+		return StopToolUse
+	case "content_filter":
+		return StopContentFilter
+	}
+	return StopEndTurn
+}
+
+func chatFinish(s StopReason) string {
+	switch s {
+	case StopMaxTokens:
+		return "length"
+	case StopToolUse:
+		return "tool_calls"
+	case StopContentFilter:
+		return "content_filter"
+	}
+	return "stop"
+}
+
+func chatUsageOf(body []byte) (Usage, bool) {
+	raw, ok := FieldRaw(body, "usage")
+	if !ok || string(raw) == "null" {
+		return Usage{}, false
+	}
+	var u cUsage
+	if json.Unmarshal(raw, &u) != nil {
+		return Usage{}, false
+	}
+	return u.toUsage(), true
+}
