@@ -20,9 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
-	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tokenspec"
 )
 
 // ApiToken reasons.
@@ -238,41 +237,24 @@ func (r *ApiTokenReconciler) writeNewKey(ctx context.Context, tok *v1.ApiToken, 
 	return key, nil
 }
 
-// register creates the ledger row (initial quota applies only then) and
-// keeps the limits in line with the spec.
+// register creates the ledger row (the starting balance applies only then)
+// and keeps the limits in line with the spec. The registration comes from
+// tokenspec.For, as the gateway's and POST /v1/tokens' do: whichever of them
+// registers the token first, the row starts the same.
 func (r *ApiTokenReconciler) register(ctx context.Context, tok *v1.ApiToken) error {
-	initial, err := initialQuota(tok.Spec)
+	spec, err := tokenspec.For(tok, tok.Status.UserID)
 	if err != nil {
 		return specError{err}
 	}
-	limits := store.TokenLimits{
-		Unlimited:    tok.Spec.UnlimitedQuota,
-		DailyLimit:   billing.Quota(tok.Spec.DailyQuota),
-		MonthlyLimit: billing.Quota(tok.Spec.MonthlyQuota),
-	}
-	id, err := r.Ledger.EnsureToken(ctx, store.TokenSpec{
-		UID: string(tok.UID), UserID: tok.Status.UserID, Name: tok.Spec.DisplayName,
-		RemainQuota: initial, TokenLimits: limits,
-	})
+	id, err := r.Ledger.EnsureToken(ctx, spec)
 	if err != nil {
 		return ledgerError{err}
 	}
-	if err := r.Ledger.UpdateTokenLimits(ctx, id, limits); err != nil {
+	if err := r.Ledger.UpdateTokenLimits(ctx, id, spec.TokenLimits); err != nil {
 		return ledgerError{err}
 	}
 	tok.Status.TokenID = id
 	return nil
-}
-
-func initialQuota(spec v1.ApiTokenSpec) (billing.Quota, error) {
-	switch {
-	case spec.Credits != nil:
-		return creditsToQuota(*spec.Credits)
-	case spec.Quota != nil:
-		return billing.Quota(*spec.Quota), nil
-	default:
-		return 0, nil
-	}
 }
 
 // mirrorUsage copies the ledger's view of the token into status at most once

@@ -14,7 +14,9 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
+	"github.com/modelgate/modelgate/gateway/tokenspec"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -140,6 +142,44 @@ var _ = Describe("ApiToken controller", func() {
 			g.Expect(idle.Status).To(Equal(first.Status))
 			g.Expect(idle.ResourceVersion).To(Equal(rv))
 		}, 2500*time.Millisecond, 250*time.Millisecond).Should(Succeed())
+	})
+
+	It("keeps the gateway's registration when the gateway registers the key first, credits included", func() {
+		key, err := keys.NewAPIKey()
+		Expect(err).NotTo(HaveOccurred())
+		// The key's Secret is missing, so the controller stops before the
+		// ledger (KeyInvalid) and the gateway gets there first.
+		tok := &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: ns}, Spec: v1.ApiTokenSpec{
+			DisplayName: "race", KeySecretRef: &v1.SecretKeyRef{Name: "later", Key: "apiKey"},
+			Credits: credits("3"), DailyQuota: 5000}}
+		Expect(k8s.Create(ctx, tok)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tok), tok)).To(Succeed())
+			c := meta.FindStatusCondition(tok.Status.Conditions, v1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(controllers.ReasonKeyInvalid))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(tok.Status.TokenID).To(BeZero())
+
+		By("registering the token as the gateway's authenticator does, from its cached object")
+		spec, err := tokenspec.For(tok, tenant.Status.UserID)
+		Expect(err).NotTo(HaveOccurred())
+		id, err := ledger.EnsureToken(ctx, spec)
+		Expect(err).NotTo(HaveOccurred())
+		b, err := ledger.TokenUsage(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b.Remain).To(Equal(billing.Quota(7500)), "3 credits")
+
+		By("letting the controller register it second: same ID, same starting balance")
+		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "now", Namespace: ns},
+			StringData: map[string]string{"apiKey": key}})).To(Succeed())
+		update(tok, func(t *v1.ApiToken) { t.Spec.KeySecretRef = &v1.SecretKeyRef{Name: "now", Key: "apiKey"} })
+		readyToken(tok)
+		Expect(tok.Status.TokenID).To(Equal(id))
+		Expect(tok.Status.RemainQuota).To(Equal(int64(7500)))
+		b, err = ledger.TokenUsage(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b.Remain).To(Equal(billing.Quota(7500)))
 	})
 
 	It("waits for the namespace's Tenant", func() {

@@ -19,7 +19,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
-	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tokenspec"
 )
 
 // Messages of the token endpoint. The contract gives Chinese-language
@@ -236,10 +236,7 @@ func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tok
 	if err := h.Writer.Create(ctx, tok); err != nil {
 		return tokenView{}, fmt.Errorf("create ApiToken: %w", err)
 	}
-	id, err := h.Ledger.EnsureToken(ctx, store.TokenSpec{
-		UID: string(tok.UID), UserID: p.UserID, Name: plan.name, RemainQuota: plan.quota,
-		TokenLimits: store.TokenLimits{Unlimited: plan.req.UnlimitedQuota, DailyLimit: plan.daily, MonthlyLimit: plan.monthly},
-	})
+	id, err := h.register(ctx, tok, p.UserID)
 	if err != nil {
 		if derr := h.Writer.Delete(ctx, tok); derr != nil {
 			err = errors.Join(err, fmt.Errorf("delete the unregistered ApiToken: %w", derr))
@@ -261,6 +258,17 @@ func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tok
 		ModelLimitsEnabled: plan.req.ModelLimitsEnabled, ModelLimits: plan.modelLimitsCommaSeparated,
 		Group: plan.req.Group, CrossGroupRetry: plan.req.CrossGroupRetry,
 	}, nil
+}
+
+// register enters the ApiToken just written in the ledger. The registration
+// is tokenspec.For's, as the controller's and the gateway authenticator's
+// are, so whichever of them reaches the ledger first the row starts the same.
+func (h *Tokens) register(ctx context.Context, tok *v1.ApiToken, userID int64) (int64, error) {
+	spec, err := tokenspec.For(tok, userID)
+	if err != nil {
+		return 0, err
+	}
+	return h.Ledger.EnsureToken(ctx, spec)
 }
 
 // awaitCache waits (briefly) until this gateway's informer cache holds the

@@ -6,8 +6,10 @@
 //
 //   - Tenant controller: EnsureTenant → user ID, ApplyGrant (exactly once per
 //     grant ID), SetTenantUnlimited, TenantBalance for status.
-//   - ApiToken controller: EnsureToken → token ID (initial quota set once),
-//     UpdateTokenLimits, TokenUsage for status.
+//   - ApiToken controller: EnsureToken → token ID (the first registration's
+//     starting balance and limits stay), UpdateTokenLimits, TokenUsage for
+//     status. The gateway's authenticator and POST /v1/tokens may register
+//     a token first; all three build the TokenSpec with tokenspec.For.
 //   - Gateway hot path: a Leaser per replica (Reserve, Settle, Release; no
 //     I/O in steady state), usage rows through gateway/usagelog, which calls
 //     InsertUsage. The Charge returned by Leaser.Settle goes on the row.

@@ -10,16 +10,22 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 )
 
-// TokenSpec describes an API token for EnsureToken.
+// TokenSpec describes an API token for EnsureToken. Callers build it from an
+// ApiToken with tokenspec.For, never by hand: the controller, the gateway's
+// authenticator and POST /v1/tokens may each register the token first, and
+// only one mapping makes their registrations the same.
 type TokenSpec struct {
 	// UID is the Kubernetes UID of the ApiToken; the idempotency key.
 	UID    string
 	UserID int64
-	Name   string
-	// RemainQuota is the initial balance, applied only when the row is
+	// Name is a display label; the latest registration's name is kept.
+	Name string
+	// RemainQuota is the starting balance, applied only when the row is
 	// created. Later top-ups go through a grant-like path, not EnsureToken, so
 	// a re-sync from the API server never resets spending.
 	RemainQuota billing.Quota
+	// TokenLimits are the first limits; later changes go through
+	// UpdateTokenLimits.
 	TokenLimits
 }
 
@@ -42,11 +48,23 @@ type TokenBalance struct {
 	AccessedTime int64         // Unix seconds of the last reservation
 }
 
-// EnsureToken returns the integer token ID of the token with spec.UID,
-// creating it on first call with the spec's quota and limits. Later calls
-// return the same ID and only refresh the name; use UpdateTokenLimits for
-// limit changes. A UID already bound to another tenant gives ErrConflict.
+// EnsureToken registers the token with spec.UID and returns its integer
+// token ID. The first registration creates the row with the spec's starting
+// balance and limits, and those stay: every later registration of the UID
+// (a re-sync, a retry, another replica or another caller racing the first)
+// returns the same ID, whatever quota or limits it carries, and only
+// refreshes the name. The balance then moves only by reservations and
+// settlements, and the limits by UpdateTokenLimits. Keeping the first
+// registration is right because every caller builds the spec with
+// tokenspec.For from the ApiToken itself, so the first registration is
+// complete, not a partial view that a later one would have to fix.
+//
+// A UID already bound to another tenant gives ErrConflict. A spec without a
+// UID or user, or with a negative amount, is refused and writes nothing.
 func (s *Store) EnsureToken(ctx context.Context, spec TokenSpec) (int64, error) {
+	if err := spec.check(); err != nil {
+		return 0, fmt.Errorf("ensure token %q: %w", spec.UID, err)
+	}
 	var id, owner int64
 	err := s.db.QueryRowContext(ctx, s.q(`
 		INSERT INTO tokens (uid, user_id, name, remain_quota, unlimited, daily_limit, monthly_limit, created_time)
@@ -62,6 +80,21 @@ func (s *Store) EnsureToken(ctx context.Context, spec TokenSpec) (int64, error) 
 		return 0, fmt.Errorf("ensure token %q: belongs to user %d, not %d: %w", spec.UID, owner, spec.UserID, ErrConflict)
 	}
 	return id, nil
+}
+
+// check refuses a registration that cannot be the token's first: one that
+// names no token or owner, or starts from a negative amount.
+func (spec TokenSpec) check() error {
+	switch {
+	case spec.UID == "":
+		return errors.New("no UID")
+	case spec.UserID <= 0:
+		return fmt.Errorf("no owner (user %d)", spec.UserID)
+	case spec.RemainQuota < 0 || spec.DailyLimit < 0 || spec.MonthlyLimit < 0:
+		return fmt.Errorf("negative quota or limit (quota %d, daily %d, monthly %d)",
+			int64(spec.RemainQuota), int64(spec.DailyLimit), int64(spec.MonthlyLimit))
+	}
+	return nil
 }
 
 // UpdateTokenLimits replaces the token's unlimited flag and window caps.

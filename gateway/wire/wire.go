@@ -35,6 +35,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tokenspec"
 	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 
@@ -272,21 +273,17 @@ func OpenBlobs(o Options, base func() string) (*blob.Store, error) {
 }
 
 // resolveTokenID registers (idempotently, by UID) a token whose status has no
-// ID yet; the controller's own registration returns the same ID.
+// ID yet. The registration is tokenspec.For's, as the controller's is, so
+// the row starts with the spec's quota or credits whether the gateway or the
+// controller registers first, and the controller's registration returns the
+// same ID.
 func resolveTokenID(ledger *store.Store) auth.TokenIDResolver {
 	return func(ctx context.Context, tok *v1.ApiToken, userID int64) (int64, error) {
-		var quota billing.Quota
-		if tok.Spec.Quota != nil {
-			quota = billing.Quota(*tok.Spec.Quota)
+		spec, err := tokenspec.For(tok, userID)
+		if err != nil {
+			return 0, err
 		}
-		return ledger.EnsureToken(ctx, store.TokenSpec{
-			UID: string(tok.UID), UserID: userID, Name: tok.Spec.DisplayName, RemainQuota: quota,
-			TokenLimits: store.TokenLimits{
-				Unlimited:    tok.Spec.UnlimitedQuota,
-				DailyLimit:   billing.Quota(tok.Spec.DailyQuota),
-				MonthlyLimit: billing.Quota(tok.Spec.MonthlyQuota),
-			},
-		})
+		return ledger.EnsureToken(ctx, spec)
 	}
 }
 
