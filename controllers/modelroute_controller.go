@@ -8,12 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/routing"
 )
 
 // ModelRoute backend reasons.
@@ -25,6 +27,8 @@ const (
 	ReasonCredentialMissing  = "CredentialMissing"
 	ReasonNoReadyBackend     = "NoReadyBackend"
 	ReasonSomeBackendsFailed = "SomeBackendsNotReady"
+	ReasonDefault            = "Default"
+	ReasonDefaultTaken       = "DefaultTaken"
 )
 
 // ModelRouteReconciler validates each backend of a route and publishes which
@@ -58,7 +62,33 @@ func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err // API errors: retry without publishing a guess
 	}
 	setRouteStatus(route, statuses)
+	if err := r.setDefaultCondition(ctx, route); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, route)
+}
+
+// setDefaultCondition reports on a defaultModel route whether it is the
+// default of its type in its namespace (routing.PickDefault, the rule the
+// gateway applies), and removes the condition from any other route.
+func (r *ModelRouteReconciler) setDefaultCondition(ctx context.Context, route *v1.ModelRoute) error {
+	if !route.Spec.DefaultModel {
+		meta.RemoveStatusCondition(&route.Status.Conditions, v1.ConditionDefault)
+		return nil
+	}
+	list := &v1.ModelRouteList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(route.Namespace)); err != nil {
+		return err
+	}
+	winner := routing.PickDefault(list.Items, route.Spec.Type)
+	if winner == nil || winner.Name == route.Name {
+		setCondition(&route.Status.Conditions, route.Generation, v1.ConditionDefault, true, ReasonDefault,
+			fmt.Sprintf("requests without a model use %s for %s", route.Spec.Model, route.Spec.Type))
+		return nil
+	}
+	setCondition(&route.Status.Conditions, route.Generation, v1.ConditionDefault, false, ReasonDefaultTaken,
+		fmt.Sprintf("ModelRoute %s (model %s) is the older default %s route of this namespace; requests without a model use it", winner.Name, winner.Spec.Model, route.Spec.Type))
+	return nil
 }
 
 // checkBackend decides one backend's readiness; an error means it could not
@@ -134,8 +164,28 @@ func (r *ModelRouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ModelRoute{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.routesOfNamespace)).
+		// A default route that comes, changes or goes settles the other
+		// defaults of its namespace.
+		Watches(&v1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(r.defaultsOfNamespace)).
 		Named("modelroute").
 		Complete(r)
+}
+
+func (r *ModelRouteReconciler) defaultsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	if rt, ok := o.(*v1.ModelRoute); !ok || !rt.Spec.DefaultModel {
+		return nil
+	}
+	list := &v1.ModelRouteList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, rt := range list.Items {
+		if rt.Spec.DefaultModel && rt.Name != o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rt)})
+		}
+	}
+	return reqs
 }
 
 func (r *ModelRouteReconciler) routesOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {

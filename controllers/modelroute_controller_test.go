@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"time"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -72,5 +74,51 @@ var _ = Describe("ModelRoute controller", func() {
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(controllers.ReasonNoReadyBackend))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("names one default route per type and namespace, and hands the role on when it goes", func() {
+		ns := newTenantNamespace()
+		image := func(name string, def bool) *v1.ModelRoute {
+			return &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec: v1.ModelRouteSpec{Model: v1.ModelID(name), Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileSingleImage,
+					DefaultModel: def, Backends: []v1.Backend{{Name: "sim", Provider: "simulated"}}}}
+		}
+		defaultOf := func(g Gomega, rt *v1.ModelRoute) *metav1.Condition {
+			cur := &v1.ModelRoute{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(rt), cur)).To(Succeed())
+			return meta.FindStatusCondition(cur.Status.Conditions, v1.ConditionDefault)
+		}
+		first, plain := image("img-first", true), image("img-plain", false)
+		Expect(k8s.Create(ctx, first)).To(Succeed())
+		Expect(k8s.Create(ctx, plain)).To(Succeed())
+		time.Sleep(1100 * time.Millisecond) // creation timestamps have whole seconds: the second default is younger
+		second := image("img-second", true)
+		Expect(k8s.Create(ctx, second)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := defaultOf(g, first)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			c = defaultOf(g, second)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonDefaultTaken))
+			g.Expect(c.Message).To(ContainSubstring("img-first"))
+			g.Expect(defaultOf(g, plain)).To(BeNil())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		By("deleting the default, which makes the other one the default")
+		Expect(k8s.Delete(ctx, first)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := defaultOf(g, second)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		By("refusing a default text route: text requests always name their model")
+		text := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: "txt", Namespace: ns},
+			Spec: v1.ModelRouteSpec{Model: "txt", DefaultModel: true, Backends: []v1.Backend{{Name: "sim", Provider: "simulated"}}}}
+		err := k8s.Create(ctx, text)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("defaultModel applies to image and video routes"))
 	})
 })

@@ -48,6 +48,7 @@ const (
 // ModelRouteSpec declares one model ID and the upstream backends that serve it.
 // +kubebuilder:validation:XValidation:rule="!(self.type == 'image' || self.type == 'video') || has(self.validationProfile)",message="image and video models need a validationProfile"
 // +kubebuilder:validation:XValidation:rule="!has(self.validationProfile) || (self.type == 'video') == (self.validationProfile == 'all-in-one-video')",message="validationProfile does not fit the model type"
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultModel) || !self.defaultModel || self.type in ['image', 'video']",message="defaultModel applies to image and video routes: text requests always name their model"
 type ModelRouteSpec struct {
 	// model is the model ID clients send.
 	// +required
@@ -85,6 +86,13 @@ type ModelRouteSpec struct {
 	// requests with media inputs.
 	// +optional
 	PrivateAssetReview bool `json:"privateAssetReview,omitempty"`
+
+	// defaultModel makes this route's model the one used by image or video
+	// requests that name no model. A tenant's own default wins over the
+	// platform's. Of several defaults of one type in one namespace the oldest
+	// is used (then the first by name); the others report Default=False.
+	// +optional
+	DefaultModel bool `json:"defaultModel,omitempty"`
 
 	// backends are the upstream channels that serve the model.
 	// +required
@@ -239,3 +247,8 @@ type ModelRouteList struct {
 func init() {
 	SchemeBuilder.Register(&ModelRoute{}, &ModelRouteList{})
 }
+
+// ConditionDefault is True on a defaultModel route that is the default of
+// its type in its namespace, False (reason DefaultTaken) on one that another
+// route precedes. Routes without defaultModel do not have it.
+const ConditionDefault = "Default"

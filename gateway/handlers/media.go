@@ -119,8 +119,14 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model, _ := head.Model.(string)
+	if head.Model == nil { // absent or null: the default model of this type, when one is declared
+		if model, err = m.Router.DefaultModel(ctx, p.Tenant.Namespace, m.typ); err != nil {
+			m.fail(w, http.StatusServiceUnavailable, errInternal, "the model catalog is unavailable; retry")
+			return
+		}
+	}
 	if model == "" {
-		m.fail(w, http.StatusBadRequest, errInvalidRequest, "model is required")
+		m.fail(w, http.StatusBadRequest, errInvalidRequest, "model is required (no default "+string(m.typ)+" model is configured)")
 		return
 	}
 	task, status, typ, msg := m.submit(ctx, w, p, model, body, requestID)

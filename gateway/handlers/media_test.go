@@ -305,6 +305,51 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(code).To(Equal(404), "%v", body)
 	})
 
+	It("uses the default image model of the tenant, else the platform's, when a request names none", func() {
+		a := newAcct()
+		By("without a default: 400 model is required")
+		code, body, _ := call("POST", "/v1/images/generations", bearer(a.Key), map[string]any{"prompt": "cat"})
+		Expect(code).To(Equal(400), "%v", body)
+		Expect(body["error"].(map[string]any)["message"]).To(ContainSubstring("model is required"))
+
+		By("the tenant declares its own default image route")
+		model := fmt.Sprintf("tenant-default-%d", time.Now().UnixNano())
+		route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: a.Namespace},
+			Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileSingleImage,
+				DefaultModel: true, Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Groups: []v1.GroupName{"default"},
+					Options: map[string]string{"delay": "100ms"}}}}}
+		Expect(stack.Client.Create(ctx, route)).To(Succeed())
+		rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: a.Namespace},
+			Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
+				Unit: v1.UnitRequest, UnitPrice: "0.02"}}
+		Expect(stack.Client.Create(ctx, rule)).To(Succeed())
+		Expect(stack.WaitReady(ctx, route)).To(Succeed())
+		Expect(stack.WaitReady(ctx, rule)).To(Succeed())
+		Expect(stack.WaitCached(ctx, route)).To(Succeed())
+		Expect(stack.WaitCached(ctx, rule)).To(Succeed())
+
+		for _, req := range []map[string]any{{"prompt": "cat"}, {"prompt": "cat", "model": nil}} {
+			code, sub, _ := call("POST", "/v1/images/generations", bearer(a.Key), req)
+			Expect(code).To(Equal(200), "%v", sub)
+			Expect(sub["model"]).To(Equal(model))
+			done := await(a, "images", sub["id"].(string))
+			Expect(done["status"]).To(Equal("completed"), "%v", done)
+			Expect(done["model"]).To(Equal(model))
+		}
+		By("0.02 USD per image, billed to the default model")
+		Expect(remain(a)).To(Equal(int64(tokenQuota - 2*10000)))
+
+		By("an empty model string is still a missing model, not a request for the default")
+		code, body, _ = call("POST", "/v1/images/generations", bearer(a.Key), map[string]any{"prompt": "cat", "model": ""})
+		Expect(code).To(Equal(400), "%v", body)
+		By("another tenant does not see this tenant's default")
+		code, _, _ = call("POST", "/v1/images/generations", bearer(other.Key), map[string]any{"prompt": "cat"})
+		Expect(code).To(Equal(400))
+		By("videos have defaults of their own")
+		code, _, _ = call("POST", "/v1/videos/generations", bearer(a.Key), map[string]any{"prompt": "cat"})
+		Expect(code).To(Equal(400))
+	})
+
 	It("refuses a submission the balance cannot cover with 402 insufficient_quota", func() {
 		poor, err := stack.NewAccount(ctx, v1.TenantSpec{Grants: []v1.Grant{{ID: "g", Credits: credits("1")}}},
 			v1.ApiTokenSpec{Quota: ptr.To[int64](10000)})
