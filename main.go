@@ -191,9 +191,26 @@ type managerFlags struct {
 	reviewDeadline  time.Duration
 	reviewRetention time.Duration
 	housekeeping    housekeeping.Keeper
+	concurrency     controllers.Concurrency
 }
 
 // registerHousekeeping adds the flags of the ledger's housekeeping jobs.
+// registerConcurrency adds a --concurrent-<kind>-reconciles flag per
+// controller, defaulting to controllers.DefaultConcurrency.
+func registerConcurrency(fs *flag.FlagSet, c *controllers.Concurrency) {
+	d := controllers.DefaultConcurrency
+	for _, f := range []struct {
+		kind string
+		v    *int
+		def  int
+	}{
+		{"tenant", &c.Tenant, d.Tenant}, {"apitoken", &c.ApiToken, d.ApiToken}, {"modelroute", &c.ModelRoute, d.ModelRoute},
+		{"pricerule", &c.PriceRule, d.PriceRule}, {"generationtask", &c.GenerationTask, d.GenerationTask},
+	} {
+		fs.IntVar(f.v, "concurrent-"+f.kind+"-reconciles", f.def, "objects of this kind reconciled at once")
+	}
+}
+
 func registerHousekeeping(fs *flag.FlagSet, k *housekeeping.Keeper) {
 	fs.DurationVar(&k.LeaseSweepInterval, "lease-sweep-interval", housekeeping.DefaultLeaseSweepInterval,
 		"how often leases of replicas that stopped renewing them are returned to the balances")
@@ -215,6 +232,7 @@ func runManager(ctx context.Context, args []string) error {
 	fs.DurationVar(&m.reviewDeadline, "review-deadline", controllers.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
 	fs.DurationVar(&m.reviewRetention, "review-asset-retention", tasks.DefaultReviewAssetRetention, "private asset review: how long an unused reviewed asset stays reusable")
 	registerHousekeeping(fs, &m.housekeeping)
+	registerConcurrency(fs, &m.concurrency)
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
 
@@ -231,7 +249,7 @@ func runManager(ctx context.Context, args []string) error {
 		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
 		MetricsAddr: m.metricsAddr, ProbeAddr: m.probeAddr, LeaderElection: m.leaderElect,
 		Controllers: &controllers.Options{SyncPeriod: m.syncPeriod, ReviewDeadline: m.reviewDeadline,
-			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping},
+			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping, Concurrency: m.concurrency},
 		ManagerBlobs: g.options(""),
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/keys"
 	"github.com/modelgate/modelgate/gateway/tokenspec"
 )
@@ -41,6 +42,8 @@ type ApiTokenReconciler struct {
 	Clock  clock.PassiveClock
 	// UsageSyncPeriod bounds status writes of mirrored usage.
 	UsageSyncPeriod time.Duration
+	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=apitokens,verbs=get;list;watch;create;update;patch
@@ -304,13 +307,30 @@ func (r *ApiTokenReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ApiToken{}).
 		Owns(&corev1.Secret{}).
+		// A keySecretRef Secret is the user's, not owned: its events reach
+		// exactly the tokens that name it.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tokensReferencing)).
 		Watches(&v1.Tenant{}, handler.EnqueueRequestsFromMapFunc(r.tokensOfTenant)).
-		// Tokens are independent (each has its own ledger row and Secret), and
-		// a fleet of thousands applied at once by GitOps waits on the ledger
-		// and the API server, not on CPU.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		// Tokens are independent (each has its own ledger row and Secret):
+		// several workers (DefaultConcurrency).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Named("apitoken").
 		Complete(r)
+}
+
+// tokensReferencing maps a Secret to the tokens whose keySecretRef names it,
+// through the TokenSecretRefs index.
+func (r *ApiTokenReconciler) tokensReferencing(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &v1.ApiTokenList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{index.TokenSecretRefs: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, t := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&t)})
+	}
+	return reqs
 }
 
 func (r *ApiTokenReconciler) tokensOfTenant(ctx context.Context, o client.Object) []reconcile.Request {

@@ -92,6 +92,8 @@ type GenerationTaskReconciler struct {
 	ReviewDeadline time.Duration
 	// Webhooks delivers task webhooks (the zero value is ready to use).
 	Webhooks webhook.Sender
+	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks,verbs=get;list;watch;create;update;patch;delete
@@ -626,7 +628,7 @@ func (r *GenerationTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.GenerationTask{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Named("generationtask").
 		Complete(r)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks"
 )
 
 // Ledger is the part of the database the controllers use; *store.Store
@@ -24,3 +26,17 @@ type Ledger interface {
 }
 
 var _ Ledger = (*store.Store)(nil)
+
+// SystemLedger is everything the controller set needs from the database:
+// the reconcilers' Ledger, the GenerationTask controller's TaskLedger, the
+// review sweeper's records and the housekeeping jobs. Setup takes it whole,
+// so a ledger that lacks a part is a compile error, not a controller that
+// silently never runs.
+type SystemLedger interface {
+	Ledger
+	TaskLedger
+	tasks.ReviewRecords
+	housekeeping.Ledger
+}
+
+var _ SystemLedger = (*store.Store)(nil)

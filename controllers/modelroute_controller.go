@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/routing"
 )
 
@@ -37,6 +39,8 @@ type ModelRouteReconciler struct {
 	Client client.Client
 	// KnownProvider reports whether a provider adapter is registered.
 	KnownProvider func(name string) bool
+	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=modelroutes,verbs=get;list;watch
@@ -159,14 +163,15 @@ func setRouteStatus(route *v1.ModelRoute, statuses []v1.BackendStatus) {
 }
 
 // SetupWithManager registers the reconciler; a Secret change wakes the
-// routes of its namespace (a credential may have appeared or gone).
+// routes that name it.
 func (r *ModelRouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ModelRoute{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.routesOfNamespace)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.routesReferencing)).
 		// A default route that comes, changes or goes settles the other
 		// defaults of its namespace.
 		Watches(&v1.ModelRoute{}, handler.EnqueueRequestsFromMapFunc(r.defaultsOfNamespace)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Named("modelroute").
 		Complete(r)
 }
@@ -188,9 +193,12 @@ func (r *ModelRouteReconciler) defaultsOfNamespace(ctx context.Context, o client
 	return reqs
 }
 
-func (r *ModelRouteReconciler) routesOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+// routesReferencing maps a Secret to the routes whose backends name it (a
+// credential may have appeared or gone), through the RouteSecretRefs index.
+func (r *ModelRouteReconciler) routesReferencing(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &v1.ModelRouteList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{index.RouteSecretRefs: o.GetName()}); err != nil {
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

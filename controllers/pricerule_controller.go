@@ -6,6 +6,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -25,6 +26,8 @@ const (
 // accepted ones; only published rules are served and billed.
 type PriceRuleReconciler struct {
 	Client client.Client
+	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=pricerules,verbs=get;list;watch
@@ -93,6 +96,7 @@ func (r *PriceRuleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.PriceRule{}).
 		Watches(&v1.PriceRule{}, handler.EnqueueRequestsFromMapFunc(r.sameModel)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Named("pricerule").
 		Complete(r)
 }

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -13,7 +15,7 @@ import (
 
 // Options configure every reconciler.
 type Options struct {
-	Ledger Ledger
+	Ledger SystemLedger
 	Clock  clock.PassiveClock
 	// SyncPeriod bounds how often ledger figures are mirrored into status.
 	SyncPeriod time.Duration
@@ -31,48 +33,78 @@ type Options struct {
 	// Housekeeping sets the intervals of the lease sweeper and the
 	// stale-reservation refunder (zero fields: the housekeeping defaults).
 	Housekeeping housekeeping.Keeper
+	// Concurrency is each controller's number of concurrent reconciles
+	// (zero fields: DefaultConcurrency's).
+	Concurrency Concurrency
+}
+
+// Concurrency is the number of concurrent reconciles per controller.
+type Concurrency struct {
+	Tenant, ApiToken, ModelRoute, PriceRule, GenerationTask int
+}
+
+// DefaultConcurrency: one worker where reconciles are cheap and rare;
+// ApiToken runs 4 (a GitOps fleet of thousands of keys waits on the ledger
+// and the API server, not on CPU) and GenerationTask 8 (tasks wait on
+// upstreams).
+var DefaultConcurrency = Concurrency{Tenant: 1, ApiToken: 4, ModelRoute: 1, PriceRule: 1, GenerationTask: 8}
+
+// withDefaults fills zero fields from DefaultConcurrency.
+func (c Concurrency) withDefaults() Concurrency {
+	pick := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	d := DefaultConcurrency
+	return Concurrency{Tenant: pick(c.Tenant, d.Tenant), ApiToken: pick(c.ApiToken, d.ApiToken),
+		ModelRoute: pick(c.ModelRoute, d.ModelRoute), PriceRule: pick(c.PriceRule, d.PriceRule),
+		GenerationTask: pick(c.GenerationTask, d.GenerationTask)}
 }
 
 // Setup registers every reconciler with the manager. Indexes are registered
 // separately (index.AddIndexes) because the gateway needs them too.
 func Setup(mgr ctrl.Manager, o Options) error {
+	if o.Ledger == nil {
+		return errors.New("controllers: a ledger is required")
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	workers := o.Concurrency.withDefaults()
 	if err := (&TenantReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
-		BalanceSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr); err != nil {
-		return err
+		BalanceSyncPeriod: o.SyncPeriod, Workers: workers.Tenant}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("tenant controller: %w", err)
 	}
 	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
-		UsageSyncPeriod: o.SyncPeriod}).SetupWithManager(mgr); err != nil {
-		return err
+		UsageSyncPeriod: o.SyncPeriod, Workers: workers.ApiToken}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("apitoken controller: %w", err)
 	}
-	if err := (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider}).SetupWithManager(mgr); err != nil {
-		return err
+	if err := (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider,
+		Workers: workers.ModelRoute}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("modelroute controller: %w", err)
 	}
-	if tl, ok := o.Ledger.(TaskLedger); ok {
-		if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: tl, Blobs: o.Blobs, Clock: o.Clock,
-			Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline}).SetupWithManager(mgr); err != nil {
-			return err
-		}
+	if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Blobs: o.Blobs, Clock: o.Clock,
+		Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline, Workers: workers.GenerationTask}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("generationtask controller: %w", err)
 	}
-	if rr, ok := o.Ledger.(tasks.ReviewRecords); ok {
-		var blobs tasks.BlobDeleter
-		if o.Blobs != nil { // not a typed nil in the interface
-			blobs = o.Blobs
-		}
-		if err := mgr.Add(tasks.NewReviewSweeper(rr, blobs, o.Clock, o.ReviewAssetRetention)); err != nil {
-			return err
-		}
+	var blobs tasks.BlobDeleter
+	if o.Blobs != nil { // not a typed nil in the interface
+		blobs = o.Blobs
 	}
-	if hl, ok := o.Ledger.(housekeeping.Ledger); ok {
-		k := housekeeping.New(hl, o.Clock)
-		k.LeaseSweepInterval = o.Housekeeping.LeaseSweepInterval
-		k.StaleRefundInterval = o.Housekeeping.StaleRefundInterval
-		k.StaleAge = o.Housekeeping.StaleAge
-		if err := mgr.Add(k); err != nil {
-			return err
-		}
+	if err := mgr.Add(tasks.NewReviewSweeper(o.Ledger, blobs, o.Clock, o.ReviewAssetRetention)); err != nil {
+		return fmt.Errorf("review sweeper: %w", err)
 	}
-	return (&PriceRuleReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	k := housekeeping.New(o.Ledger, o.Clock)
+	k.LeaseSweepInterval = o.Housekeeping.LeaseSweepInterval
+	k.StaleRefundInterval = o.Housekeeping.StaleRefundInterval
+	k.StaleAge = o.Housekeeping.StaleAge
+	if err := mgr.Add(k); err != nil {
+		return fmt.Errorf("housekeeping: %w", err)
+	}
+	if err := (&PriceRuleReconciler{Client: mgr.GetClient(), Workers: workers.PriceRule}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("pricerule controller: %w", err)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -42,6 +43,8 @@ type TenantReconciler struct {
 	Clock  clock.PassiveClock
 	// BalanceSyncPeriod bounds status writes of the mirrored balance.
 	BalanceSyncPeriod time.Duration
+	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=tenants,verbs=get;list;watch;update;patch
@@ -276,6 +279,7 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Tenant{}).
 		Owns(&corev1.Secret{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Named("tenant").
 		Complete(r)
 }

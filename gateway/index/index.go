@@ -23,6 +23,12 @@ const (
 	TenantUserID = "status.userID"
 	// RouteModel indexes ModelRoutes by spec.model.
 	RouteModel = "spec.model"
+	// RouteSecretRefs indexes ModelRoutes by the Secrets their backends'
+	// credentials name, so a Secret event wakes exactly those routes.
+	RouteSecretRefs = "spec.backends.credentialSecretRef.name"
+	// TokenSecretRefs indexes ApiTokens by the Secret their keySecretRef
+	// names.
+	TokenSecretRefs = "spec.keySecretRef.name"
 	// PriceModel indexes PriceRules by spec.model.
 	PriceModel = "spec.model"
 	// TaskID indexes GenerationTasks by spec.taskID.
@@ -74,6 +80,17 @@ func tokenKeyHashes(t *v1.ApiToken) []string {
 	}
 }
 
+// routeSecretRefs lists the distinct Secrets a route's backends name.
+func routeSecretRefs(r *v1.ModelRoute) []string {
+	var out []string
+	for _, b := range r.Spec.Backends {
+		if ref := b.CredentialSecretRef; ref != nil && ref.Name != "" && !slices.Contains(out, ref.Name) {
+			out = append(out, ref.Name)
+		}
+	}
+	return out
+}
+
 // AddIndexes registers every index with the indexer (a manager's field indexer).
 func AddIndexes(ctx context.Context, ix client.FieldIndexer) error {
 	indexes := []struct {
@@ -93,6 +110,13 @@ func AddIndexes(ctx context.Context, ix client.FieldIndexer) error {
 		}},
 		{&v1.ModelRoute{}, RouteModel, func(o client.Object) []string {
 			return nonEmpty(string(o.(*v1.ModelRoute).Spec.Model))
+		}},
+		{&v1.ModelRoute{}, RouteSecretRefs, func(o client.Object) []string { return routeSecretRefs(o.(*v1.ModelRoute)) }},
+		{&v1.ApiToken{}, TokenSecretRefs, func(o client.Object) []string {
+			if ref := o.(*v1.ApiToken).Spec.KeySecretRef; ref != nil {
+				return nonEmpty(ref.Name)
+			}
+			return nil
 		}},
 		{&v1.PriceRule{}, PriceModel, func(o client.Object) []string {
 			return nonEmpty(string(o.(*v1.PriceRule).Spec.Model))
