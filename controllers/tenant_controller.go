@@ -249,7 +249,7 @@ func (r *TenantReconciler) ensureAccessToken(ctx context.Context, t *v1.Tenant) 
 }
 
 // mirrorBalance copies the ledger balance into status at most once per
-// BalanceSyncPeriod and says when to look again.
+// BalanceSyncPeriod, only when it moved, and says when to look again.
 func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) (time.Duration, error) {
 	period := r.BalanceSyncPeriod
 	if period <= 0 {
@@ -268,7 +268,13 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) (tim
 		return 0, err
 	}
 	// Quota leased to gateway replicas is held, not spent.
-	t.Status.RemainQuota, t.Status.UsedQuota = int64(b.Remain+leased), int64(b.Used)
+	remain, used := int64(b.Remain+leased), int64(b.Used)
+	// Written only when a figure moved: an idle tenant costs no status write
+	// (and no watch event for every gateway) per period.
+	if t.Status.BalanceSyncedAt != nil && t.Status.RemainQuota == remain && t.Status.UsedQuota == used {
+		return period, nil
+	}
+	t.Status.RemainQuota, t.Status.UsedQuota = remain, used
 	synced := metav1.NewTime(now.Truncate(time.Second))
 	t.Status.BalanceSyncedAt = &synced
 	return period, nil

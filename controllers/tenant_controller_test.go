@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"time"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
+	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -99,6 +102,33 @@ var _ = Describe("Tenant controller", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
 			g.Expect(t.Status.RemainQuota).To(Equal(int64(501007)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("does not rewrite an idle tenant's status every sync period (1 s here)", func() {
+		ns := newTenantNamespace()
+		t := readyTenantIn(ns, v1.Grant{ID: "welcome", Quota: ptr.To[int64](1000)})
+		Eventually(func(g Gomega) { // the first mirror is written once
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			g.Expect(t.Status.BalanceSyncedAt).NotTo(BeNil())
+			g.Expect(t.Status.RemainQuota).To(Equal(int64(1000)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		rv, first := t.ResourceVersion, t.DeepCopy()
+		Consistently(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			g.Expect(t.Status).To(Equal(first.Status))
+			g.Expect(t.ResourceVersion).To(Equal(rv))
+		}, 2500*time.Millisecond, 250*time.Millisecond).Should(Succeed())
+
+		By("a figure that moves is mirrored within a period")
+		tokenID, err := ledger.EnsureToken(ctx, store.TokenSpec{UID: "idle-" + ns, UserID: t.Status.UserID, Name: "spender", TokenLimits: store.TokenLimits{Unlimited: true}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ledger.Reserve(ctx, "idle-"+ns, tokenID, t.Status.UserID, 100)).To(Succeed())
+		Expect(ledger.Settle(ctx, "idle-"+ns, 100)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			g.Expect(t.Status.UsedQuota).To(Equal(int64(100)))
+			g.Expect(t.Status.RemainQuota).To(Equal(int64(900)))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
 
