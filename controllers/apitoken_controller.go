@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +43,8 @@ type ApiTokenReconciler struct {
 	Clock  clock.PassiveClock
 	// UsageSyncPeriod bounds status writes of mirrored usage.
 	UsageSyncPeriod time.Duration
+	// Events records key provisioning and registration (nil: none).
+	Events events.EventRecorder
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
 }
@@ -195,6 +198,7 @@ func (r *ApiTokenReconciler) ensureKey(ctx context.Context, tok *v1.ApiToken) er
 		if key, err = r.writeNewKey(ctx, tok, name); err != nil {
 			return err
 		}
+		recorder{r.Events}.normal(tok, v1.EventKeyProvisioned, "ProvisionKey", "generated a new key into Secret %s", name)
 	}
 	r.setKey(tok, name, key)
 	return nil
@@ -255,6 +259,9 @@ func (r *ApiTokenReconciler) register(ctx context.Context, tok *v1.ApiToken) err
 	}
 	if err := r.Ledger.UpdateTokenLimits(ctx, id, spec.TokenLimits); err != nil {
 		return ledgerError{err}
+	}
+	if tok.Status.TokenID != id {
+		recorder{r.Events}.normal(tok, v1.EventTokenRegistered, "Register", "registered in the ledger as token %d", id)
 	}
 	tok.Status.TokenID = id
 	return nil

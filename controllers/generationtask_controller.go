@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -90,6 +91,8 @@ type GenerationTaskReconciler struct {
 	// ReviewDeadline bounds one private asset review round; default
 	// DefaultReviewDeadline (the contract's 20 minutes).
 	ReviewDeadline time.Duration
+	// Events records each task's end and a webhook that gave up (nil: none).
+	Events events.EventRecorder
 	// Webhooks delivers task webhooks (the zero value is ready to use).
 	Webhooks webhook.Sender
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
@@ -473,6 +476,7 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 	done, expires := metav1.NewTime(now), metav1.NewTime(now.Add(ResultValidity))
 	st.Phase, st.Progress, st.Result, st.Error = v1.TaskCompleted, 100, p.result, nil
 	st.CompletedAt, st.ExpiresAt, st.NextPollAt = &done, &expires, nil
+	recorder{r.Events}.normal(t, v1.EventTaskCompleted, "Settle", "task %s completed", t.Spec.TaskID)
 	return nil
 }
 
@@ -523,6 +527,7 @@ func (r *GenerationTaskReconciler) fail(ctx context.Context, t *v1.GenerationTas
 	st.Phase, st.Progress, st.Result, st.NextPollAt = v1.TaskFailed, 0, nil, nil
 	st.Error = &v1.TaskError{Code: CodeGenerationFailed, Message: message}
 	st.Billing, st.CompletedAt, st.ExpiresAt = refundedBilling(), &done, nil
+	recorder{r.Events}.warning(t, v1.EventTaskFailed, "Refund", "task %s failed and was refunded: %s", t.Spec.TaskID, message)
 	return nil
 }
 

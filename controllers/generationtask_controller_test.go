@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,12 +47,13 @@ var _ = Describe("GenerationTask reconciler", func() {
 		price     = "0.04" // USD per image
 	)
 	var (
-		clk     *clocktesting.FakeClock
-		c       client.Client
-		r       *controllers.GenerationTaskReconciler
-		userID  int64
-		tokenID int64
-		seq     int
+		clk      *clocktesting.FakeClock
+		c        client.Client
+		r        *controllers.GenerationTaskReconciler
+		recorded *events.FakeRecorder
+		userID   int64
+		tokenID  int64
+		seq      int
 	)
 
 	BeforeEach(func() {
@@ -79,7 +81,8 @@ var _ = Describe("GenerationTask reconciler", func() {
 		blobs, err := blob.OpenLocal(blob.Config{Dir: GinkgoT().TempDir(), SigningKey: []byte("0123456789abcdef0123"),
 			BaseURL: func() string { return "http://files.test" }})
 		Expect(err).NotTo(HaveOccurred())
-		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Blobs: blobs, Clock: clk, Retention: retention}
+		recorded = events.NewFakeRecorder(100)
+		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Blobs: blobs, Clock: clk, Retention: retention, Events: recorded}
 	})
 
 	// submit does what the gateway does: reserve, then create the task.
@@ -216,6 +219,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 		Expect(t.Status.Error.Code).To(Equal(controllers.CodeGenerationFailed))
 		Expect(t.Status.Billing.Status).To(Equal(v1.BillingRefunded))
 		Expect(string(*t.Status.Billing.Credits)).To(Equal("0"))
+		Expect(recorded.Events).To(Receive(HavePrefix("Warning " + v1.EventTaskFailed + " task " + t.Spec.TaskID + " failed and was refunded")))
 		Expect(t.Status.Result).To(BeNil())
 		Expect(balance().Remain).To(Equal(before.Remain))
 		Expect(balance().Used).To(Equal(before.Used))

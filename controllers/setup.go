@@ -74,11 +74,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	workers := o.Concurrency.withDefaults()
 	if err := (&TenantReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
-		BalanceSyncPeriod: o.SyncPeriod, Workers: workers.Tenant}).SetupWithManager(mgr); err != nil {
+		BalanceSyncPeriod: o.SyncPeriod, Workers: workers.Tenant, Events: mgr.GetEventRecorder("modelgate-tenant")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant controller: %w", err)
 	}
 	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
-		UsageSyncPeriod: o.SyncPeriod, Workers: workers.ApiToken}).SetupWithManager(mgr); err != nil {
+		UsageSyncPeriod: o.SyncPeriod, Workers: workers.ApiToken, Events: mgr.GetEventRecorder("modelgate-apitoken")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("apitoken controller: %w", err)
 	}
 	if err := (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider,
@@ -86,7 +86,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("modelroute controller: %w", err)
 	}
 	if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Blobs: o.Blobs, Clock: o.Clock,
-		Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline, Workers: workers.GenerationTask}).SetupWithManager(mgr); err != nil {
+		Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline, Workers: workers.GenerationTask,
+		Events: mgr.GetEventRecorder("modelgate-generationtask")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask controller: %w", err)
 	}
 	var blobs tasks.BlobDeleter

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,8 @@ type TenantReconciler struct {
 	Clock  clock.PassiveClock
 	// BalanceSyncPeriod bounds status writes of the mirrored balance.
 	BalanceSyncPeriod time.Duration
+	// Events records registration and grants (nil: none).
+	Events events.EventRecorder
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
 }
@@ -165,6 +168,9 @@ func (r *TenantReconciler) register(ctx context.Context, t *v1.Tenant) error {
 	if err != nil {
 		return ledgerError{err}
 	}
+	if t.Status.UserID != id {
+		recorder{r.Events}.normal(t, v1.EventTenantRegistered, "Register", "registered in the ledger as user %d", id)
+	}
 	t.Status.UserID = id
 	if err := r.Ledger.SetTenantUnlimited(ctx, id, t.Spec.UnlimitedQuota); err != nil {
 		return ledgerError{err}
@@ -184,8 +190,12 @@ func (r *TenantReconciler) applyGrants(ctx context.Context, t *v1.Tenant) error 
 		if err != nil {
 			return specError{fmt.Errorf("grant %q: %w", g.ID, err)}
 		}
-		if _, err := r.Ledger.ApplyGrant(ctx, t.Status.UserID, g.ID, amount); err != nil {
+		applied, err := r.Ledger.ApplyGrant(ctx, t.Status.UserID, g.ID, amount)
+		if err != nil {
 			return ledgerError{fmt.Errorf("apply grant %q: %w", g.ID, err)}
+		}
+		if applied { // not when only a lost status write is being repaired
+			recorder{r.Events}.normal(t, v1.EventGrantApplied, "ApplyGrant", "grant %s added %d quota", g.ID, int64(amount))
 		}
 		t.Status.AppliedGrants = append(t.Status.AppliedGrants, g.ID)
 		log.FromContext(ctx).Info("applied grant", "grant", g.ID, "quota", int64(amount))

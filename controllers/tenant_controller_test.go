@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -129,6 +130,33 @@ var _ = Describe("Tenant controller", func() {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
 			g.Expect(t.Status.UsedQuota).To(Equal(int64(100)))
 			g.Expect(t.Status.RemainQuota).To(Equal(int64(900)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("records Events for registration, each grant and a new key", func() {
+		ns := newTenantNamespace()
+		t := readyTenantIn(ns, v1.Grant{ID: "welcome", Quota: ptr.To[int64](1000)})
+		tok := &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: ns}, Spec: v1.ApiTokenSpec{DisplayName: "k"}}
+		Expect(k8s.Create(ctx, tok)).To(Succeed())
+		// reasons lists "<kind>/<name> <type> <reason>: <note>" of the namespace's Events.
+		reasons := func(g Gomega) []string {
+			list := &eventsv1.EventList{}
+			g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			var out []string
+			for _, e := range list.Items {
+				out = append(out, e.Regarding.Kind+"/"+e.Regarding.Name+" "+e.Type+" "+e.Reason+": "+e.Note)
+			}
+			return out
+		}
+		Eventually(func(g Gomega) {
+			got := reasons(g)
+			g.Expect(got).To(ContainElement(HavePrefix("Tenant/" + t.Name + " Normal " + v1.EventTenantRegistered + ": registered in the ledger as user")))
+			g.Expect(got).To(ContainElement("Tenant/" + t.Name + " Normal " + v1.EventGrantApplied + ": grant welcome added 1000 quota"))
+			g.Expect(got).To(ContainElement(HavePrefix("ApiToken/key Normal " + v1.EventKeyProvisioned + ": generated a new key into Secret key-key")))
+			g.Expect(got).To(ContainElement(HavePrefix("ApiToken/key Normal " + v1.EventTokenRegistered + ": registered in the ledger as token")))
+			for _, e := range got {
+				g.Expect(e).NotTo(ContainSubstring("sk-"), "an Event never carries a key")
+			}
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
 

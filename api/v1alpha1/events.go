@@ -1,0 +1,20 @@
+package v1alpha1
+
+// Reasons of the Kubernetes Events the controllers emit (events.k8s.io/v1,
+// `kubectl events` or `kubectl describe`), one per transition a platform
+// team would look for.
+const (
+	// EventTenantRegistered: the tenant got its ledger user ID.
+	EventTenantRegistered = "Registered"
+	// EventGrantApplied: a grant's quota was added to the tenant's balance.
+	EventGrantApplied = "GrantApplied"
+	// EventKeyProvisioned: a new API key was generated into the token's Secret.
+	EventKeyProvisioned = "KeyProvisioned"
+	// EventTokenRegistered: the token got its ledger row and starting balance.
+	EventTokenRegistered = "Registered"
+	// EventTaskCompleted and EventTaskFailed: a GenerationTask ended.
+	EventTaskCompleted = "TaskCompleted"
+	EventTaskFailed    = "TaskFailed"
+	// EventWebhookGaveUp: a task's webhook was not delivered after every attempt.
+	EventWebhookGaveUp = "WebhookGaveUp"
+)
