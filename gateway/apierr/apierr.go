@@ -1,5 +1,7 @@
 // Package apierr writes error bodies in the contract's shapes, one small
-// writer per shape, so handlers never build error JSON by hand.
+// writer per shape, so handlers never build error JSON by hand, and holds
+// the one HTTP-status → error-type table of each protocol family (types.go),
+// used for the gateway's own errors and for relayed upstream errors alike.
 //
 // Shapes (spec "Errors"):
 //
@@ -45,30 +47,6 @@ func Messages(w http.ResponseWriter, status int, typ, message string) {
 	}{"error", detail{typ, message}})
 }
 
-// MessagesType is the Anthropic error type for an HTTP status.
-func MessagesType(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusPaymentRequired:
-		return "billing_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case 529:
-		return "overloaded_error"
-	default:
-		return "api_error"
-	}
-}
-
 // OpenAI writes OpenAI's error shape; code may be empty (null).
 func OpenAI(w http.ResponseWriter, status int, typ, code, message string) {
 	type detail struct {
@@ -84,27 +62,6 @@ func OpenAI(w http.ResponseWriter, status int, typ, code, message string) {
 	write(w, status, struct {
 		Error detail `json:"error"`
 	}{d})
-}
-
-// OpenAIType is the OpenAI error type for an HTTP status.
-func OpenAIType(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusPaymentRequired:
-		return "insufficient_quota"
-	default:
-		if status >= 500 {
-			return "api_error"
-		}
-		return "invalid_request_error"
-	}
 }
 
 // Common writes the contract's common gateway error: code is the HTTP status.

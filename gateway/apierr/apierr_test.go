@@ -3,6 +3,7 @@ package apierr
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -52,11 +53,63 @@ func TestRetryAfterIsWholeSecondsAtLeastOne(t *testing.T) {
 	g.Expect(rec.Header().Get("Retry-After")).To(Equal("3"))
 }
 
+// TestTypesByStatus is the table of docs/api-choices.md, "Error types by
+// status", for both families.
 func TestTypesByStatus(t *testing.T) {
+	cases := []struct {
+		status           int
+		messages, openAI string
+	}{
+		{400, "invalid_request_error", "invalid_request_error"},
+		{401, "authentication_error", "authentication_error"},
+		{402, "billing_error", "insufficient_quota"},
+		{403, "permission_error", "permission_error"},
+		{404, "not_found_error", "not_found_error"},
+		{405, "invalid_request_error", "invalid_request_error"},
+		{408, "invalid_request_error", "invalid_request_error"},
+		{409, "invalid_request_error", "invalid_request_error"},
+		{413, "request_too_large", "invalid_request_error"},
+		{422, "invalid_request_error", "invalid_request_error"},
+		{429, "rate_limit_error", "rate_limit_error"},
+		{500, "api_error", "server_error"},
+		{501, "api_error", "server_error"},
+		{502, "api_error", "server_error"},
+		{503, "api_error", "server_error"},
+		{504, "timeout_error", "server_error"},
+		{529, "overloaded_error", "server_error"},
+		{0, "api_error", "server_error"}, // no status: the server's fault
+	}
+	for _, c := range cases {
+		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(MessagesType(c.status)).To(Equal(c.messages), "messages")
+			g.Expect(OpenAIType(c.status)).To(Equal(c.openAI), "openai")
+		})
+	}
+}
+
+// TestStatusOfTypes: every type of either table maps back to the status it
+// is named for, and a type of no table is not guessed.
+func TestStatusOfTypes(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(MessagesType(401)).To(Equal("authentication_error"))
-	g.Expect(MessagesType(429)).To(Equal("rate_limit_error"))
-	g.Expect(MessagesType(500)).To(Equal("api_error"))
-	g.Expect(OpenAIType(400)).To(Equal("invalid_request_error"))
-	g.Expect(OpenAIType(503)).To(Equal("api_error"))
+	for typ, status := range map[string]int{
+		"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+		"insufficient_quota": 402, "permission_error": 403, "not_found_error": 404,
+		"request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+		"server_error": 500, "timeout_error": 504, "overloaded_error": 529,
+	} {
+		got, ok := StatusOf(typ)
+		g.Expect(ok).To(BeTrue(), typ)
+		g.Expect(got).To(Equal(status), typ)
+	}
+	// Types both families use (invalid_request_error, rate_limit_error, ...)
+	// stand for the same status in both.
+	for _, f := range []family{anthropic, openAI} {
+		for status, typ := range f.byStatus {
+			got, _ := StatusOf(typ)
+			g.Expect(got).To(Equal(status), typ)
+		}
+	}
+	_, ok := StatusOf("slow_down")
+	g.Expect(ok).To(BeFalse())
 }

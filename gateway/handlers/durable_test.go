@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,21 @@ type usageGate struct {
 	model   string
 	entered chan struct{}
 	release chan struct{}
+	// refused is a model whose rows the writer refuses (errors_test.go).
+	refused string
+}
+
+// refuse makes the writer refuse model's rows, as a full disk would, until
+// the returned func is called.
+func (g *usageGate) refuse(model string) (restore func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refused = model
+	return func() {
+		g.mu.Lock()
+		g.refused = ""
+		g.mu.Unlock()
+	}
 }
 
 func (g *usageGate) wrap(s handlers.UsageSink) handlers.UsageSink {
@@ -60,6 +76,12 @@ type gatedSink struct {
 }
 
 func (s gatedSink) Submit(ctx context.Context, row store.UsageRow) (handlers.Durable, error) {
+	s.g.mu.Lock()
+	refused := s.g.refused
+	s.g.mu.Unlock()
+	if refused != "" && row.ModelName == refused {
+		return nil, errors.New("usage spool refused the row")
+	}
 	d, err := s.UsageSink.Submit(ctx, row)
 	s.g.mu.Lock()
 	model, entered, release := s.g.model, s.g.entered, s.g.release

@@ -51,7 +51,7 @@ func (h *Models) List(w http.ResponseWriter, r *http.Request) {
 	}
 	routes, err := h.Router.Visible(r.Context(), p.Tenant.Namespace)
 	if err != nil {
-		apierr.Common(w, http.StatusInternalServerError, "api_error", "could not list models")
+		apierr.Common(w, http.StatusInternalServerError, apierr.OpenAIType(http.StatusInternalServerError), "could not list models")
 		return
 	}
 	data := []modelEntry{}

@@ -20,11 +20,7 @@ func Unmatched(w http.ResponseWriter, r *http.Request, status int, allow []strin
 	path := r.URL.Path
 	switch {
 	case under(path, "/v1/messages"):
-		typ := apierr.MessagesType(status)
-		if status == http.StatusMethodNotAllowed {
-			typ = "invalid_request_error" // a client error; the table has no 405 of its own
-		}
-		apierr.Messages(w, status, typ, msg)
+		apierr.Messages(w, status, apierr.MessagesType(status), msg)
 	case under(path, "/v1/chat"), under(path, "/v1/responses"), under(path, "/v1/completions"),
 		under(path, "/v1/embeddings"), under(path, "/v1/models"):
 		apierr.OpenAI(w, status, apierr.OpenAIType(status), "", msg)
@@ -36,7 +32,7 @@ func Unmatched(w http.ResponseWriter, r *http.Request, status int, allow []strin
 		under(path, "/v1/uploads"):
 		apierr.Simple(w, status, msg)
 	default: // tasks, files and anything else
-		apierr.Common(w, status, commonType(status), msg)
+		apierr.Common(w, status, apierr.OpenAIType(status), msg)
 	}
 }
 
@@ -50,11 +46,4 @@ func usageCode(status int) string {
 		return "method_not_allowed"
 	}
 	return "not_found"
-}
-
-func commonType(status int) string {
-	if status == http.StatusMethodNotAllowed {
-		return "invalid_request_error"
-	}
-	return "not_found_error"
 }

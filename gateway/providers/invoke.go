@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/translate"
 )
 
@@ -263,11 +264,12 @@ func (s *Stream) prime() error {
 	}
 	if name == "error" || name == "response.failed" || (ev.Name == "" && bytes.HasPrefix(ev.Data, []byte(`{"error"`))) {
 		body := append([]byte(nil), ev.Data...)
+		// The status the event's type stands for (overloaded_error 529,
+		// rate_limit_error 429, ...) when it is one worth a retry; else 502.
 		status := http.StatusBadGateway
-		if typ, _ := translate.FieldString(body, "error", "type"); typ == "overloaded_error" {
-			status = 529
-		} else if typ == "rate_limit_error" {
-			status = http.StatusTooManyRequests
+		typ, _ := translate.FieldString(body, "error", "type")
+		if s, ok := apierr.StatusOf(typ); ok && RetryableStatus(s) {
+			status = s
 		}
 		ue := statusError(status, body)
 		ue.Retryable = true

@@ -257,14 +257,33 @@ func TestUpstreamErrors(t *testing.T) {
 		retryable    bool
 		clientStatus int
 		message      string
+		// The type the client sees on /v1/messages and on the OpenAI-shaped
+		// endpoints: apierr's table by the client status, whatever type the
+		// upstream's own body carried.
+		messagesType, openAIType string
 	}{
-		{"anthropic invalid request", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}`, false, 400, "max_tokens: Field required"},
-		{"anthropic bad key", 401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`, false, 502, "invalid x-api-key"},
-		{"anthropic rate limited", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`, true, 429, "Number of request tokens has exceeded your per-minute rate limit"},
-		{"anthropic overloaded", 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, true, 529, "Overloaded"},
-		{"openai server error", 500, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`, true, 500, "The server had an error while processing your request."},
-		{"openai not found", 404, `{"error":{"message":"The model does not exist","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, false, 404, "The model does not exist"},
-		{"plain text 502", 502, `<html>bad gateway</html>`, true, 502, "Bad Gateway"},
+		{"anthropic invalid request", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}`, false, 400, "max_tokens: Field required",
+			"invalid_request_error", "invalid_request_error"},
+		{"anthropic bad key", 401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`, false, 502, "invalid x-api-key",
+			"api_error", "server_error"},
+		{"anthropic rate limited", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`, true, 429, "Number of request tokens has exceeded your per-minute rate limit",
+			"rate_limit_error", "rate_limit_error"},
+		{"anthropic overloaded", 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, true, 529, "Overloaded",
+			"overloaded_error", "server_error"},
+		{"anthropic-shaped 503", 503, `{"type":"error","error":{"type":"overloaded_error","message":"Service Unavailable"}}`, true, 503, "Service Unavailable",
+			"api_error", "server_error"},
+		{"anthropic timeout", 504, `{"type":"error","error":{"type":"timeout_error","message":"Request timed out"}}`, true, 504, "Request timed out",
+			"timeout_error", "server_error"},
+		{"openai server error", 500, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`, true, 500, "The server had an error while processing your request.",
+			"api_error", "server_error"},
+		{"openai overloaded 503", 503, `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`, true, 503, "The engine is currently overloaded, please try again later",
+			"api_error", "server_error"},
+		{"openai not found", 404, `{"error":{"message":"The model does not exist","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, false, 404, "The model does not exist",
+			"not_found_error", "not_found_error"},
+		{"plain text 502", 502, `<html>bad gateway</html>`, true, 502, "Bad Gateway",
+			"api_error", "server_error"},
+		{"plain text 504", 504, `<html>gateway timeout</html>`, true, 504, "Gateway Timeout",
+			"timeout_error", "server_error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -280,10 +299,16 @@ func TestUpstreamErrors(t *testing.T) {
 			g.Expect(ue.Message).To(Equal(tc.message))
 			g.Expect(string(ue.Body)).To(Equal(tc.body))
 			g.Expect(ue.ClientStatus()).To(Equal(tc.clientStatus))
-			typ, _ := translate.FieldString(ue.ClientBody(providers.Messages), "error", "type")
-			g.Expect(typ).To(Equal(translate.MessagesErrorType(tc.clientStatus)))
-			typ, _ = translate.FieldString(ue.ClientBody(providers.ChatCompletions), "error", "type")
-			g.Expect(typ).To(Equal(translate.OpenAIErrorType(tc.clientStatus)))
+			for _, p := range []struct {
+				proto providers.Protocol
+				want  string
+			}{{providers.Messages, tc.messagesType}, {providers.ChatCompletions, tc.openAIType}, {providers.Responses, tc.openAIType}} {
+				relayed, _ := translate.FieldString(ue.ClientBody(p.proto), "error", "type")
+				g.Expect(relayed).To(Equal(p.want), "%s, relayed", p.proto)
+				// The gateway's own error of the same status has the same type.
+				own, _ := translate.FieldString(providers.ErrorBody(p.proto, tc.clientStatus, "x"), "error", "type")
+				g.Expect(own).To(Equal(relayed), "%s, the gateway's own", p.proto)
+			}
 		})
 	}
 }
@@ -305,6 +330,11 @@ func TestTransportFailures(t *testing.T) {
 		g.Expect(ok).To(BeTrue())
 		g.Expect(ue.Status).To(Equal(http.StatusGatewayTimeout))
 		g.Expect(ue.Retryable).To(BeTrue())
+		// A timeout the gateway measured reads as an upstream's own 504.
+		typ, _ := translate.FieldString(ue.ClientBody(providers.Messages), "error", "type")
+		g.Expect(typ).To(Equal("timeout_error"))
+		typ, _ = translate.FieldString(ue.ClientBody(providers.ChatCompletions), "error", "type")
+		g.Expect(typ).To(Equal("server_error"))
 	})
 	t.Run("timeout before the first event", func(t *testing.T) {
 		g := NewWithT(t)
@@ -357,6 +387,29 @@ func TestTransportFailures(t *testing.T) {
 		g.Expect(ue.Status).To(Equal(529))
 		g.Expect(ue.Retryable).To(BeTrue())
 		g.Expect(ue.Message).To(Equal("Overloaded"))
+	})
+	t.Run("an error event's status follows its type", func(t *testing.T) {
+		for _, c := range []struct {
+			event  string
+			status int
+		}{
+			{sse("error", `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`), 429},
+			{sse("error", `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`), 500},
+			{sse("", `{"error":{"message":"oops","type":"server_error","param":null,"code":null}}`), 500},
+			// A client error's type is still retried, as any error event
+			// before content is: the status says the upstream failed.
+			{sse("error", `{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`), http.StatusBadGateway},
+			{sse("error", `{"type":"error","error":{"type":"something_new","message":"?"}}`), http.StatusBadGateway},
+		} {
+			g := NewWithT(t)
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeSSE(w, []string{c.event}, 0) })
+			_, err := providers.Invoke(context.Background(), anthropic.New(nil), providers.Backend{BaseURL: f.URL},
+				providers.Request{Protocol: providers.Messages, Stream: true, Body: []byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[]}`)})
+			ue, ok := providers.AsUpstreamError(err)
+			g.Expect(ok).To(BeTrue(), c.event)
+			g.Expect(ue.Status).To(Equal(c.status), c.event)
+			g.Expect(ue.Retryable).To(BeTrue())
+		}
 	})
 }
 

@@ -3,7 +3,10 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/modelgate/modelgate/gateway/apierr"
 )
 
 // Codec of the chat_completions protocol (OpenAI Chat Completions wire
@@ -71,7 +74,7 @@ func (d *chatDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, error)
 	}
 	if c.Error != nil {
 		d.finished = true
-		return append(out, StreamEvent{Kind: EvError, ErrType: c.Error.Type, Message: c.Error.Message}), nil
+		return append(out, StreamEvent{Kind: EvError, ErrStatus: errStatus(c.Error.Type), Message: c.Error.Message}), nil
 	}
 	if !d.started {
 		d.started = true
@@ -136,7 +139,7 @@ func (d *chatDecoder) finish(out []StreamEvent) []StreamEvent {
 	}
 	out = d.closeOpen(out)
 	if d.stop == "" {
-		return append(out, StreamEvent{Kind: EvError, ErrType: "api_error", Message: "upstream stream ended without a finish_reason"})
+		return append(out, StreamEvent{Kind: EvError, ErrStatus: http.StatusBadGateway, Message: "upstream stream ended without a finish_reason"})
 	}
 	return append(out, StreamEvent{Kind: EvFinish, Stop: d.stop, Usage: d.usage, UsageReported: d.reported})
 }
@@ -241,15 +244,12 @@ func (e *chatEncoder) encode(ev StreamEvent, out []Event) []Event {
 		out = append(out, DoneEvent)
 	case EvError:
 		e.finished = true
-		out = append(out, Event{Data: openAIErrorBody(ev.ErrType, ev.Message)})
+		out = append(out, Event{Data: openAIErrorBody(apierr.OpenAIType(ev.ErrStatus), ev.Message)})
 	}
 	return out
 }
 
 func openAIErrorBody(typ, msg string) []byte {
-	if typ == "" {
-		typ = "server_error"
-	}
 	d := make([]byte, 0, 80+len(msg))
 	d = append(d, `{"error":{"message":`...)
 	d = appendJSONString(d, msg)

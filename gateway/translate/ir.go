@@ -146,9 +146,12 @@ type StreamEvent struct {
 	Usage        Usage
 	// UsageReported tells whether Usage on EvFinish came from the upstream.
 	UsageReported bool
-	// ErrType and Message describe an EvError.
-	ErrType string
-	Message string
+	// ErrStatus and Message describe an EvError: ErrStatus is the HTTP
+	// status the error stands for, whose type each client protocol names by
+	// its family's table (apierr), so a translated stream never carries the
+	// other family's type.
+	ErrStatus int
+	Message   string
 }
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

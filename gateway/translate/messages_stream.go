@@ -3,7 +3,10 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
+
+	"github.com/modelgate/modelgate/gateway/apierr"
 )
 
 // Codec of the messages protocol (Anthropic Messages API wire format):
@@ -123,9 +126,9 @@ func (d *messagesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, er
 		d.finished = true
 		out = append(out, StreamEvent{Kind: EvFinish, Stop: d.stop, StopSequence: d.stopSeq, Usage: d.usage, UsageReported: d.reported})
 	case "error":
-		e := StreamEvent{Kind: EvError, ErrType: "api_error"}
+		e := StreamEvent{Kind: EvError, ErrStatus: http.StatusInternalServerError}
 		if b.Error != nil {
-			e.ErrType, e.Message = b.Error.Type, b.Error.Message
+			e.ErrStatus, e.Message = errStatus(b.Error.Type), b.Error.Message
 		}
 		d.finished = true
 		out = append(out, e)
@@ -141,7 +144,7 @@ func (d *messagesDecoder) finish(out []StreamEvent) []StreamEvent {
 	if d.stop != "" {
 		return append(out, StreamEvent{Kind: EvFinish, Stop: d.stop, StopSequence: d.stopSeq, Usage: d.usage, UsageReported: d.reported})
 	}
-	return append(out, StreamEvent{Kind: EvError, ErrType: "api_error", Message: "upstream stream ended before message_stop"})
+	return append(out, StreamEvent{Kind: EvError, ErrStatus: http.StatusBadGateway, Message: "upstream stream ended before message_stop"})
 }
 
 // ---- streaming: encoder (neutral → messages client) ----
@@ -267,7 +270,7 @@ func (e *messagesEncoder) encode(ev StreamEvent, out []Event) []Event {
 		out = e.event(out, "message_stop", []byte(`{"type":"message_stop"}`))
 		e.finished = true
 	case EvError:
-		out = e.event(out, "error", messagesErrorBody(ev.ErrType, ev.Message))
+		out = e.event(out, "error", messagesErrorBody(apierr.MessagesType(ev.ErrStatus), ev.Message))
 		e.finished = true
 	}
 	return out
@@ -300,9 +303,6 @@ func (e *messagesEncoder) closeAll(out []Event) []Event {
 }
 
 func messagesErrorBody(typ, msg string) []byte {
-	if typ == "" {
-		typ = "api_error"
-	}
 	d := make([]byte, 0, 64+len(msg))
 	d = append(d, `{"type":"error","error":{"type":`...)
 	d = appendJSONString(d, typ)

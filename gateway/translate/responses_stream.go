@@ -3,8 +3,11 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
+
+	"github.com/modelgate/modelgate/gateway/apierr"
 )
 
 // Codec of the responses protocol (OpenAI Responses API wire format):
@@ -122,11 +125,12 @@ func (d *responsesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, e
 		out = append(out, f)
 	case "response.failed", "error":
 		d.finished = true
-		msg := e.Message
+		msg, code := e.Message, e.Code
 		if e.Response != nil && len(e.Response.Error) > 0 {
 			msg, _ = FieldString(e.Response.Error, "message")
+			code, _ = FieldString(e.Response.Error, "code")
 		}
-		out = append(out, StreamEvent{Kind: EvError, ErrType: "api_error", Message: msg})
+		out = append(out, StreamEvent{Kind: EvError, ErrStatus: errStatus(code), Message: msg})
 	}
 	return out, nil
 }
@@ -136,7 +140,7 @@ func (d *responsesDecoder) finish(out []StreamEvent) []StreamEvent {
 		return out
 	}
 	d.finished = true
-	return append(out, StreamEvent{Kind: EvError, ErrType: "api_error", Message: "upstream stream ended before response.completed"})
+	return append(out, StreamEvent{Kind: EvError, ErrStatus: http.StatusBadGateway, Message: "upstream stream ended before response.completed"})
 }
 
 // ---- streaming: encoder (neutral → responses client) ----
@@ -262,12 +266,8 @@ func (e *responsesEncoder) encode(ev StreamEvent, out []Event) []Event {
 		out = e.event(out, name, e.object(status, inc, &u, nil))
 	case EvError:
 		e.finished = true
-		typ := ev.ErrType
-		if typ == "" {
-			typ = "server_error"
-		}
 		eo := []byte(`{"code":`)
-		eo = appendJSONString(eo, typ)
+		eo = appendJSONString(eo, apierr.OpenAIType(ev.ErrStatus))
 		eo = append(eo, `,"message":`...)
 		eo = appendJSONString(eo, ev.Message)
 		eo = append(eo, '}')

@@ -1,6 +1,11 @@
 package translate
 
-import "fmt"
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/modelgate/modelgate/gateway/apierr"
+)
 
 // DecodeRequest parses a request body of protocol p into the neutral form.
 func DecodeRequest(p Protocol, body []byte) (*Request, error) {
@@ -281,55 +286,23 @@ func (t *StreamTranslator) Done() bool { return t.done }
 // ErrorBody renders an error in the client protocol's shape: messages
 // {"type":"error","error":{"type","message"}}; chat_completions and responses
 // {"error":{"message","type","param","code"}}. The error type follows the
-// HTTP status.
+// HTTP status by apierr's table of the client's family, the same table the
+// gateway's own errors use.
 func ErrorBody(p Protocol, status int, message string) []byte {
 	if p == Messages {
-		return messagesErrorBody(MessagesErrorType(status), message)
+		return messagesErrorBody(apierr.MessagesType(status), message)
 	}
-	return openAIErrorBody(OpenAIErrorType(status), message)
+	return openAIErrorBody(apierr.OpenAIType(status), message)
 }
 
-// MessagesErrorType is the messages protocol's error type for an HTTP status.
-func MessagesErrorType(status int) string {
-	switch status {
-	case 400, 422:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 402:
-		return "billing_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 503, 529:
-		return "overloaded_error"
-	case 504:
-		return "timeout_error"
+// errStatus is the HTTP status an upstream's error type stands for (its
+// stream error events carry a type, not a status); 500 for a type neither
+// family names.
+func errStatus(typ string) int {
+	if s, ok := apierr.StatusOf(typ); ok {
+		return s
 	}
-	return "api_error"
-}
-
-// OpenAIErrorType is the OpenAI protocols' error type for an HTTP status.
-func OpenAIErrorType(status int) string {
-	switch status {
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 429:
-		return "rate_limit_error"
-	}
-	if status >= 500 {
-		return "server_error"
-	}
-	return "invalid_request_error"
+	return http.StatusInternalServerError
 }
 
 // ErrorMessage extracts error.message (or message) from an upstream error

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/modelgate/modelgate/gateway/apierr"
 )
 
 func TestFieldRawAndSetField(t *testing.T) {
@@ -422,6 +424,20 @@ func TestErrorBodies(t *testing.T) {
 	g.Expect(string(ErrorBody(Messages, 400, "bad"))).To(Equal(`{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`))
 	g.Expect(string(ErrorBody(ChatCompletions, 500, "oops"))).To(Equal(`{"error":{"message":"oops","type":"server_error","param":null,"code":null}}`))
 	g.Expect(string(ErrorBody(Responses, 401, "who"))).To(Equal(`{"error":{"message":"who","type":"authentication_error","param":null,"code":null}}`))
+	// 503 and 504 by the same table as the gateway's own errors (apierr).
+	g.Expect(string(ErrorBody(Messages, 503, "busy"))).To(Equal(`{"type":"error","error":{"type":"api_error","message":"busy"}}`))
+	g.Expect(string(ErrorBody(Messages, 504, "slow"))).To(Equal(`{"type":"error","error":{"type":"timeout_error","message":"slow"}}`))
+	g.Expect(string(ErrorBody(Messages, 529, "full"))).To(Equal(`{"type":"error","error":{"type":"overloaded_error","message":"full"}}`))
+	g.Expect(string(ErrorBody(ChatCompletions, 503, "busy"))).To(Equal(`{"error":{"message":"busy","type":"server_error","param":null,"code":null}}`))
+	g.Expect(string(ErrorBody(ChatCompletions, 504, "slow"))).To(Equal(`{"error":{"message":"slow","type":"server_error","param":null,"code":null}}`))
+	for _, status := range []int{400, 401, 402, 403, 404, 405, 413, 422, 429, 500, 502, 503, 504, 529} {
+		typ, _ := FieldString(ErrorBody(Messages, status, "m"), "error", "type")
+		g.Expect(typ).To(Equal(apierr.MessagesType(status)), "messages %d", status)
+		for _, p := range []Protocol{ChatCompletions, Responses} {
+			typ, _ = FieldString(ErrorBody(p, status, "m"), "error", "type")
+			g.Expect(typ).To(Equal(apierr.OpenAIType(status)), "%s %d", p, status)
+		}
+	}
 	m, ok := ErrorMessage([]byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(m).To(Equal("Overloaded"))
@@ -461,11 +477,13 @@ func TestMessagesUpstreamEdgeCases(t *testing.T) {
 		"event: content_block_stop\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
 		"event: content_block_start\n" + `data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hi"}}` + "\n\n" +
 		"event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"
+	// Anthropic's overloaded_error (529) reaches a chat client as OpenAI's
+	// type for that status.
 	evs, _ := collect(t, Messages, ChatCompletions, sse, StreamOptions{})
 	g.Expect(renderEvents(evs)).To(Equal(
 		`{"choices":[{"delta":{"content":"","role":"assistant"},"finish_reason":null,"index":0,"logprobs":null}],"created":0,"id":"chatcmpl-X","model":"client-model","object":"chat.completion.chunk"}` + "\n" +
 			`{"choices":[{"delta":{"content":"Hi"},"finish_reason":null,"index":0,"logprobs":null}],"created":0,"id":"chatcmpl-X","model":"client-model","object":"chat.completion.chunk"}` + "\n" +
-			`{"error":{"code":null,"message":"Overloaded","param":null,"type":"overloaded_error"}}` + "\n"))
+			`{"error":{"code":null,"message":"Overloaded","param":null,"type":"server_error"}}` + "\n"))
 
 	// tool_result content given as blocks is flattened to text.
 	r, err := DecodeRequest(Messages, []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}]}`))
@@ -498,4 +516,65 @@ func FuzzSetModel(f *testing.F) {
 			t.Fatalf("model %q, want %q", got, model)
 		}
 	})
+}
+
+// TestTranslatedStreamErrorsUseTheClientsTable: an upstream's error event
+// after output began reaches a client of another protocol with the type
+// apierr's table of the client's family gives the status the upstream's type
+// stands for; never the other family's type.
+func TestTranslatedStreamErrorsUseTheClientsTable(t *testing.T) {
+	const (
+		mStart = "event: message_start\n" + `data: {"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}` + "\n\n"
+		cStart = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}` + "\n\n"
+		rStart = "event: response.created\n" + `data: {"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}` + "\n\n"
+	)
+	mErr := func(typ string) string {
+		return mStart + "event: error\n" + `data: {"type":"error","error":{"type":"` + typ + `","message":"m"}}` + "\n\n"
+	}
+	cErr := func(typ string) string {
+		return cStart + `data: {"error":{"message":"m","type":"` + typ + `","param":null,"code":null}}` + "\n\n"
+	}
+	for _, c := range []struct {
+		name                     string
+		from                     Protocol
+		sse                      string
+		messagesType, openAIType string
+	}{
+		{"anthropic overloaded", Messages, mErr("overloaded_error"), "overloaded_error", "server_error"},
+		{"anthropic timeout", Messages, mErr("timeout_error"), "timeout_error", "server_error"},
+		{"anthropic api error", Messages, mErr("api_error"), "api_error", "server_error"},
+		{"anthropic rate limited", Messages, mErr("rate_limit_error"), "rate_limit_error", "rate_limit_error"},
+		{"anthropic unknown type", Messages, mErr("something_new"), "api_error", "server_error"},
+		{"openai server error", ChatCompletions, cErr("server_error"), "api_error", "server_error"},
+		{"openai rate limited", ChatCompletions, cErr("rate_limit_error"), "rate_limit_error", "rate_limit_error"},
+		{"responses error event", Responses, rStart + "event: error\n" + `data: {"type":"error","code":"server_error","message":"m"}` + "\n\n", "api_error", "server_error"},
+		{"responses failed", Responses, rStart + "event: response.failed\n" + `data: {"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"m"}}}` + "\n\n", "api_error", "server_error"},
+		// A stream that just stops is a bad gateway: 502.
+		{"anthropic cut", Messages, mStart, "api_error", "server_error"},
+		{"openai cut", ChatCompletions, cStart, "api_error", "server_error"},
+	} {
+		for _, to := range []Protocol{Messages, ChatCompletions, Responses} {
+			if to == c.from {
+				continue // the pass-through stream forwards the upstream's own event
+			}
+			t.Run(c.name+" to "+string(to), func(t *testing.T) {
+				g := NewWithT(t)
+				evs, _ := collect(t, c.from, to, c.sse, StreamOptions{})
+				last := evs[len(evs)-1].Data
+				var typ string
+				switch to {
+				case Messages:
+					typ, _ = FieldString(last, "error", "type")
+					g.Expect(typ).To(Equal(c.messagesType))
+				case ChatCompletions:
+					typ, _ = FieldString(last, "error", "type")
+					g.Expect(typ).To(Equal(c.openAIType))
+				case Responses:
+					typ, _ = FieldString(last, "response", "error", "code")
+					g.Expect(typ).To(Equal(c.openAIType))
+				}
+				g.Expect(string(last)).To(ContainSubstring(`"message":`))
+			})
+		}
+	}
 }

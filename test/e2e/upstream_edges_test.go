@@ -15,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -108,6 +109,12 @@ func TestStreamErrorEventMidStream(t *testing.T) {
 	g.Expect(text).To(Equal("alpha beta "))
 	g.Expect(finished).To(BeFalse())
 	g.Expect(cs.Err()).To(HaveOccurred())
+	// The upstream's overloaded_error (529) reaches the chat client with
+	// OpenAI's type for that status, not Anthropic's.
+	var serr *ssestream.StreamError
+	g.Expect(errors.As(cs.Err(), &serr)).To(BeTrue(), "%v", cs.Err())
+	g.Expect(string(serr.Event.Data)).To(ContainSubstring(`"type":"server_error"`))
+	g.Expect(string(serr.Event.Data)).NotTo(ContainSubstring("overloaded_error"))
 
 	g.Expect(first.Count()).To(Equal(2))
 	g.Expect(next.Count()).To(BeZero(), "output began: no retry")

@@ -339,6 +339,78 @@ func TestRetryIsBounded(t *testing.T) {
 	ledgerUsed(t, acct, textQuota(v.Prompt, v.Output))
 }
 
+// TestUpstream5xxHasTheTypeOfTheGatewaysOwn: one status → type table per
+// family (docs/api-choices.md, "Error types by status"). The gateway's own
+// 503 and an upstream's 503 or 504 (the upstream's answer, or a timeout the
+// gateway measured) carry the same error type on /v1/messages (api_error)
+// and on /v1/chat/completions (server_error). An upstream 5xx is retried, so
+// when no backend is left the client gets 502 upstream_unavailable; 504
+// timeout_error and 529 overloaded_error are for an error relayed with its
+// own status.
+func TestUpstream5xxHasTheTypeOfTheGatewaysOwn(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	unserved := uniqueModel("errtype-own")
+	own := sim("sim", "simulated")
+	own.Groups = []v1.GroupName{"elsewhere"} // the key's group has no backend: the gateway's own 503
+	textModel(t, framework.SystemNamespace, unserved, own)
+
+	type upstream struct {
+		name, provider string
+		reply          fakeupstream.Reply
+		timeout        int32
+	}
+	var models []string
+	for _, u := range []upstream{
+		{name: "anthropic-503", provider: "anthropic", reply: fakeupstream.Reply{Status: 503}},
+		{name: "anthropic-504", provider: "anthropic", reply: fakeupstream.Reply{Status: 504}},
+		{name: "openai-503", provider: "openai", reply: fakeupstream.Reply{Status: 503}},
+		{name: "openai-504", provider: "openai", reply: fakeupstream.Reply{Status: 504}},
+		{name: "timeout", provider: "openai", reply: fakeupstream.Reply{Hang: true}, timeout: 1},
+	} {
+		f := startFake(t, u.provider)
+		f.SetDefault(u.reply)
+		b := fakeBackend(t, "up", u.provider, f.URL, f.Key(), "up-"+u.name)
+		b.TimeoutSeconds = u.timeout
+		m := uniqueModel("errtype-" + u.name)
+		textModel(t, framework.SystemNamespace, m, b)
+		models = append(models, m)
+	}
+	acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+	ac, oc := anthropicClient(acct.Key), openaiClient(acct.Key)
+
+	messages := func(model string) *anthropic.Error {
+		_, err := ac.Messages.New(ctx, anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 10,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("x"))}})
+		var aerr *anthropic.Error
+		g.Expect(errors.As(err, &aerr)).To(BeTrue(), "%s: %v", model, err)
+		return aerr
+	}
+	chat := func(model string) *openai.Error {
+		_, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
+		var oerr *openai.Error
+		g.Expect(errors.As(err, &oerr)).To(BeTrue(), "%s: %v", model, err)
+		return oerr
+	}
+
+	aerr := messages(unserved)
+	g.Expect(aerr.StatusCode).To(Equal(http.StatusServiceUnavailable), aerr.RawJSON())
+	g.Expect(aerr.Type()).To(BeEquivalentTo("api_error"), aerr.RawJSON())
+	oerr := chat(unserved)
+	g.Expect(oerr.StatusCode).To(Equal(http.StatusServiceUnavailable), oerr.RawJSON())
+	g.Expect(oerr.Type).To(Equal("server_error"), oerr.RawJSON())
+
+	for _, m := range models {
+		a := messages(m)
+		g.Expect(a.StatusCode).To(Equal(http.StatusBadGateway), "%s: %s", m, a.RawJSON())
+		g.Expect(a.Type()).To(Equal(aerr.Type()), "%s: %s", m, a.RawJSON())
+		o := chat(m)
+		g.Expect(o.StatusCode).To(Equal(http.StatusBadGateway), "%s: %s", m, o.RawJSON())
+		g.Expect(o.Type).To(Equal(oerr.Type), "%s: %s", m, o.RawJSON())
+	}
+}
+
 // TestBreakerSkipsAFailingBackend: after three failures in a row the first
 // backend is cooled down: the next request goes straight to the healthy
 // one.
