@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"time"
+
 	"encoding/json"
 
 	. "github.com/onsi/gomega"
@@ -24,4 +26,14 @@ func update[T client.Object](obj T, mutate func(T)) {
 		mutate(obj)
 		return k8s.Update(ctx, obj)
 	}, framework.Timeout, framework.Interval).Should(Succeed())
+}
+
+// expectNotRewritten checks that nothing writes obj (its resourceVersion
+// stays) for two and a half of the suite's 1 s sync periods.
+func expectNotRewritten(obj client.Object) {
+	rv := obj.GetResourceVersion()
+	Consistently(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		g.Expect(obj.GetResourceVersion()).To(Equal(rv))
+	}, 2500*time.Millisecond, 250*time.Millisecond).Should(Succeed())
 }
