@@ -8,14 +8,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/billing"
@@ -31,29 +27,6 @@ var _ = Describe("error types on the text endpoints", Ordered, func() {
 		unserved, upstreamd string
 	)
 
-	textRoute := func(prefix string, groups ...v1.GroupName) string {
-		model := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
-		route := &v1.ModelRoute{
-			ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-			Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: v1.ModelTypeText, MaxOutputTokens: 4096,
-				Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Weight: 1, Groups: groups}}},
-		}
-		Expect(stack.Client.Create(ctx, route)).To(Succeed())
-		DeferCleanup(func() { _ = stack.Client.Delete(ctx, route) })
-		Expect(stack.WaitReady(ctx, route)).To(Succeed())
-		out := v1.Decimal("15")
-		rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{GenerateName: "price-", Namespace: framework.SystemNamespace},
-			Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerToken, PriceBasis: v1.BasisTextInputTokens,
-				Unit: v1.Unit1MTokens, UnitPrice: "3", OutputUnitPrice: &out}}
-		Expect(stack.Client.Create(ctx, rule)).To(Succeed())
-		DeferCleanup(func() { _ = stack.Client.Delete(ctx, rule) })
-		Eventually(func(g Gomega) {
-			g.Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(rule), rule)).To(Succeed())
-			g.Expect(meta.IsStatusConditionTrue(rule.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
-		}, framework.Timeout, framework.Interval).Should(Succeed())
-		return model
-	}
-
 	BeforeAll(func() {
 		var err error
 		acct, err = stack.NewAccount(ctx, v1.TenantSpec{Grants: []v1.Grant{{ID: "g", Credits: credits("1000")}}},
@@ -61,8 +34,8 @@ var _ = Describe("error types on the text endpoints", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		// Served only to a group the key is not in: the gateway itself
 		// answers 503 no_available_backend.
-		unserved = textRoute("errors-unserved", "elsewhere")
-		upstreamd = textRoute("errors-upstream", "default")
+		unserved = pricedTextRoute("errors-unserved", "simulated", "elsewhere")
+		upstreamd = pricedTextRoute("errors-upstream", "simulated", "default")
 	})
 
 	// The three endpoints and the type each family's table gives a 5xx other
