@@ -522,10 +522,11 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Consistently(events, time.Second).ShouldNot(Receive(), "delivered once")
 	})
 
-	It("runs a reviewed video task on an asynchronous upstream, forwarding the inline image as a signed link", func() {
-		up := fakeupstream.NewTaskAPI()
-		DeferCleanup(up.Close)
-		up.SetPlan(fakeupstream.TaskPlan{Polls: 1})
+	// reviewedUpstreamVideoRoute is a video route with private asset review
+	// on, served by a task API upstream (another gateway speaking the
+	// contract) whose channel has the simulated asset library, decided at
+	// once, priced by prices.
+	reviewedUpstreamVideoRoute := func(up *fakeupstream.TaskAPI, prices ...v1.PriceRuleSpec) string {
 		model := fmt.Sprintf("upstream-video-%d", time.Now().UnixNano())
 		cred := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: model + "-key", Namespace: framework.SystemNamespace},
 			StringData: map[string]string{"key": up.Key()}}
@@ -540,11 +541,51 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(stack.Client.Create(ctx, route)).To(Succeed())
 		DeferCleanup(func() { _ = stack.Client.Delete(ctx, route) })
 		Expect(stack.WaitReady(ctx, route)).To(Succeed())
-		rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{GenerateName: "price-", Namespace: framework.SystemNamespace},
-			Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds,
-				Unit: v1.UnitSecond, UnitPrice: "0.05"}}
-		Expect(stack.Client.Create(ctx, rule)).To(Succeed())
-		DeferCleanup(func() { _ = stack.Client.Delete(ctx, rule) })
+		for _, price := range prices {
+			price.Model = v1.ModelID(model)
+			rule := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{GenerateName: "price-", Namespace: framework.SystemNamespace}, Spec: price}
+			Expect(stack.Client.Create(ctx, rule)).To(Succeed())
+			DeferCleanup(func() { _ = stack.Client.Delete(ctx, rule) })
+		}
+		return model
+	}
+
+	// taskObject reads a task's GenerationTask.
+	taskObject := func(a *framework.Account, id string) *v1.GenerationTask {
+		task := &v1.GenerationTask{}
+		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: tasks.ObjectName(id)}, task)).To(Succeed())
+		return task
+	}
+
+	// submitted posts a video request until the gateway's cache has its
+	// route and price, and returns the task ID.
+	submitted := func(a *framework.Account, body map[string]any) string {
+		var id string
+		Eventually(func(g Gomega) {
+			code, sub, _ := call("POST", "/v1/videos/generations", bearer(a.Key), body)
+			g.Expect(code).To(Equal(200), "%v", sub)
+			id = sub["id"].(string)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		return id
+	}
+
+	// refused posts a video request that must be refused with 400 in the
+	// video family's error shape, and returns the message.
+	refused := func(a *framework.Account, body map[string]any) string {
+		code, resp, _ := call("POST", "/v1/videos/generations", bearer(a.Key), body)
+		Expect(code).To(Equal(400), "%v", resp)
+		e := resp["error"].(map[string]any)
+		Expect(e["type"]).To(Equal("invalid_request_error"))
+		Expect(num(e["code"])).To(Equal("400"))
+		return e["message"].(string)
+	}
+
+	It("runs a reviewed video task on an asynchronous upstream, forwarding the inline image as a signed link", func() {
+		up := fakeupstream.NewTaskAPI()
+		DeferCleanup(up.Close)
+		up.SetPlan(fakeupstream.TaskPlan{Polls: 1})
+		model := reviewedUpstreamVideoRoute(up, v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds,
+			Unit: v1.UnitSecond, UnitPrice: "0.05"})
 
 		frame := uploadstest.PNG(40, 30)
 		before := remain(acct)
@@ -579,6 +620,137 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(sent.ImageWithRoles[0].URL).To(HavePrefix(stack.BaseURL + "/files/"))
 		_, served := fetch(sent.ImageWithRoles[0].URL)
 		Expect(served).To(Equal(frame))
+	})
+
+	It("reviews and forwards video_with_roles, and bills the request at the price with video input", func() {
+		up := fakeupstream.NewTaskAPI()
+		DeferCleanup(up.Close)
+		up.SetPlan(fakeupstream.TaskPlan{Polls: 1})
+		perSecond := func(usd v1.Decimal, videoInput bool) v1.PriceRuleSpec {
+			return v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond,
+				UnitPrice: usd, Conditions: &v1.PriceConditions{HasVideoInput: ptr.To(videoInput)}}
+		}
+		model := reviewedUpstreamVideoRoute(up, perSecond("0.05", false), perSecond("0.08", true))
+		body := map[string]any{"model": model, "private_asset_review": true, "duration": 2,
+			"prompt":           "image 1 moving like video 1",
+			"reference_images": []string{"https://cdn.example/still.png"},
+			"video_with_roles": []map[string]any{{"url": "https://cdn.example/clip.mp4", "role": "reference_video"}}}
+		before := remain(acct)
+		id := submitted(acct, body)
+		By("2 s at 0.08 USD, the price with video input, are reserved")
+		Expect(remain(acct)).To(Equal(before - 80000))
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "32", "cost_usd": "0.16"}))
+		Expect(remain(acct)).To(Equal(before - 80000))
+
+		By("the video was reviewed with the image, as a reference video")
+		task := taskObject(acct, id)
+		Expect(task.Status.ReviewRounds).To(HaveLen(1))
+		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
+		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+			{URL: "https://cdn.example/still.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: "https://cdn.example/clip.mp4", Type: "video", Role: "reference_video", State: "passed"},
+		}))
+
+		By("and the upstream got it")
+		Expect(up.Submissions()).To(Equal(1))
+		var sent struct {
+			ReferenceImages []string                     `json:"reference_images"`
+			VideoWithRoles  []struct{ URL, Role string } `json:"video_with_roles"`
+			VideoList       []any                        `json:"video_list"`
+		}
+		Expect(json.Unmarshal(up.Requests()[0].Body, &sent)).To(Succeed())
+		Expect(sent.ReferenceImages).To(Equal([]string{"https://cdn.example/still.png"}))
+		Expect(sent.VideoWithRoles).To(Equal([]struct{ URL, Role string }{{URL: "https://cdn.example/clip.mp4", Role: "reference_video"}}))
+		Expect(sent.VideoList).To(BeEmpty(), "video_list is outside review scope: the reviewed video stays in video_with_roles")
+
+		By("a rejected video fails the task before generation, without a fee")
+		before = remain(acct)
+		body["video_with_roles"] = []map[string]any{{"url": "https://cdn.example/reject.mp4"}} // role reference_video by default
+		failed := await(acct, "videos", submitted(acct, body))
+		Expect(failed["status"]).To(Equal("failed"))
+		Expect(failed["error"].(map[string]any)["message"]).To(ContainSubstring("rejected the video asset https://cdn.example/reject.mp4"))
+		Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+		Expect(up.Submissions()).To(Equal(1), "nothing was submitted upstream")
+		Expect(remain(acct)).To(Equal(before))
+
+		By("a video_with_roles item with another role is refused, naming the field and the role")
+		body["video_with_roles"] = []map[string]any{{"url": "https://cdn.example/clip.mp4", "role": "first_frame"}}
+		Expect(refused(acct, body)).To(Equal(`video_with_roles[0].role must be one of reference_video (got "first_frame")`))
+		Expect(remain(acct)).To(Equal(before), "a refused request reserves nothing")
+	})
+
+	It("accepts image_with_roles items with role reference_image, reviewed or not, but not mixed with frames", func() {
+		reviewed := reviewedVideoRoute("image-roles")
+		images := []map[string]any{
+			{"url": "https://cdn.example/look.png", "role": "reference_image"},
+			{"url": "https://cdn.example/pose.png", "role": "reference_image"},
+		}
+		before := remain(acct)
+		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2,
+			"prompt": "image 1 in the pose of image 2", "image_with_roles": images})
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "20", "cost_usd": "0.1"}))
+		task := taskObject(acct, id)
+		Expect(task.Status.ReviewRounds).To(HaveLen(1))
+		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+			{URL: "https://cdn.example/look.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: "https://cdn.example/pose.png", Type: "image", Role: "reference_image", State: "passed"},
+		}))
+		var req map[string]any
+		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
+		Expect(req["reference_images"]).To(Equal([]any{"https://cdn.example/look.png", "https://cdn.example/pose.png"}),
+			"reference images travel in the model's own field")
+		Expect(req).NotTo(HaveKey("image_with_roles"))
+
+		By("without review the role is accepted as well")
+		id = submitted(acct, map[string]any{"model": reviewed, "duration": 2, "image_with_roles": images[:1]})
+		done = await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(taskObject(acct, id).Status.ReviewRounds).To(BeEmpty())
+		Expect(remain(acct)).To(Equal(before - 100000)) // two tasks of 2 s at 0.05 USD
+
+		By("reference images cannot be mixed with a first frame")
+		msg := refused(acct, map[string]any{"model": reviewed, "private_asset_review": true, "image_with_roles": []map[string]any{
+			{"url": "https://cdn.example/start.png", "role": "first_frame"}, {"url": "https://cdn.example/look.png", "role": "reference_image"}}})
+		Expect(msg).To(ContainSubstring(media.MixedFramesMessage))
+		Expect(remain(acct)).To(Equal(before - 100000))
+	})
+
+	It("reviews and sends only the first nonempty image field instead of refusing a second one", func() {
+		reviewed := reviewedVideoRoute("image-fields")
+		before := remain(acct)
+		By("reference_images before image_urls: the second field is neither reviewed (it would be rejected) nor sent")
+		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1",
+			"reference_images": []string{"https://cdn.example/first.png"},
+			"image_urls":       []string{"https://cdn.example/reject-second.png"}})
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		task := taskObject(acct, id)
+		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+			{URL: "https://cdn.example/first.png", Type: "image", Role: "reference_image", State: "passed"}}))
+		var req map[string]any
+		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
+		Expect(req["reference_images"]).To(Equal([]any{"https://cdn.example/first.png"}))
+		Expect(req).NotTo(HaveKey("image_urls"))
+
+		By("image_with_roles before reference_images")
+		id = submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1",
+			"image_with_roles": []map[string]any{{"url": "https://cdn.example/chosen.png", "role": "reference_image"}},
+			"reference_images": []string{"https://cdn.example/reject-ignored.png"}})
+		done = await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(taskObject(acct, id).Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+			{URL: "https://cdn.example/chosen.png", Type: "image", Role: "reference_image", State: "passed"}}))
+		Expect(remain(acct)).To(Equal(before - 100000))
+
+		By("the model's own rule still refuses frames next to another image field")
+		msg := refused(acct, map[string]any{"model": reviewed, "private_asset_review": true,
+			"image_with_roles": []map[string]any{{"url": "https://cdn.example/start.png", "role": "first_frame"}},
+			"image_urls":       []string{"https://cdn.example/other.png"}})
+		Expect(msg).To(ContainSubstring(media.MixedFramesMessage))
 	})
 
 	It("bills a token-priced image model by the usage it reports, and shows that usage", func() {

@@ -36,6 +36,8 @@ func FuzzValidate(f *testing.F) {
 		`{"prompt":"p","image_with_roles":[{"url":"asset://x","role":"first_frame"}],"private_asset_review":true}`,
 		`{"prompt":"p","private_assets":true}`,
 		`{"prompt":"p","image":"https://a.example/1.png","images":["https://a.example/2.png"]}`,
+		`{"prompt":"p","image_with_roles":[{"url":"https://a.example/1.png","role":"reference_image"}],"reference_images":["https://a.example/2.png"],"video_with_roles":[{"url":"https://v.example/1.mp4","role":"reference_video","duration":3}],"video_list":[{"video_url":"https://v.example/2.mp4"}],"private_asset_review":true}`,
+		`{"image_with_roles":[{"url":"https://a.example/f.png","role":"first_frame"},{"url":"https://a.example/r.png","role":"reference_image"}],"video_with_roles":[{"url":"https://a.example/f.png","role":"x"}]}`,
 		`{"prompt":"p","image_urls":["data:image/png;base64,AAAA"]}`,
 		`{"prompt":"p","video_list":[{"video_url":"https://u:p@v.example/1.mp4","duration":1e308},{"video_url":"https://v.example/1.mp4","duration":1e308}]}`,
 		`{"prompt":"p","metadata":{"media":[{"type":"file","url":"https://f.example/a"},{"type":"link","url":"https://f.example/a"}]}}`,

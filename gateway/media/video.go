@@ -28,9 +28,12 @@ const MixedFramesMessage = "first/last frames cannot be mixed with reference ass
 var (
 	videoRatios      = []string{VideoRatioAdaptive, "16:9", "9:16", "1:1", "4:3", "3:4"}
 	videoResolutions = []string{"480p", "720p", "1080p"}
-	// reviewImageFields is the order in which private asset review selects
-	// the image field (the first nonempty one wins; fields are not merged).
-	reviewImageFields = []string{"image_with_roles", "reference_images", "image_urls", "images", "image"}
+	// imageFields is the order in which the image field of a request is
+	// selected (contract, private asset review rule 1): the first nonempty
+	// one wins; fields are not merged.
+	imageFields = []string{"image_with_roles", "reference_images", "image_urls", "images", "image"}
+	// imageRoles are the roles of image_with_roles items.
+	imageRoles = []string{RoleFirstFrame, RoleLastFrame, RoleReferenceImage}
 )
 
 // VideoPixelSize is the nominal output size of a video ratio at a resolution
@@ -75,14 +78,21 @@ type mediaRef struct {
 }
 
 type videoRequest struct {
-	review  bool
-	frames  []mediaRef
-	images  map[string][]mediaRef // by field name: reference_images, image_urls, images, image
-	videos  []mediaRef
-	audios  []mediaRef
-	media   []mediaRef // role holds the item type (file or link)
-	vidSecs float64
-	audSecs float64
+	review bool
+	// withRoles are the image_with_roles items in request order (roles
+	// first_frame, last_frame, reference_image); images the other image
+	// fields by name (reference_images, image_urls, images, image).
+	withRoles []mediaRef
+	images    map[string][]mediaRef
+	// selected are the images of the image field the request uses (rule 1:
+	// the first nonempty field; the others are ignored).
+	selected   []mediaRef
+	videos     []mediaRef // video_list: the model's own field, outside review scope
+	roleVideos []mediaRef // video_with_roles: reviewed
+	audios     []mediaRef
+	media      []mediaRef // role holds the item type (file or link)
+	vidSecs    float64
+	audSecs    float64
 }
 
 func validateVideo(_ context.Context, body fields, opts Options) (*Normalized, *ValidationError) {
@@ -159,12 +169,13 @@ func validateVideo(_ context.Context, body fields, opts Options) (*Normalized, *
 		req["seed"] = seed
 	}
 
-	if err := v.readFrames(body); err != nil {
+	if err := v.readImageRoles(body); err != nil {
 		return nil, err
 	}
 	if err := v.readImages(body); err != nil {
 		return nil, err
 	}
+	v.selected = selectImages(v.withRoles, v.images)
 	if err := v.readVideos(body); err != nil {
 		return nil, err
 	}
@@ -179,13 +190,14 @@ func validateVideo(_ context.Context, body fields, opts Options) (*Normalized, *
 		return nil, err
 	}
 
-	refImages := v.referenceImages()
-	if len(v.frames) > 0 && (len(refImages) > 0 || len(v.videos) > 0 || len(v.audios) > 0 || len(v.media) > 0) {
-		return nil, invalid("image_with_roles", "%s (image_with_roles cannot be combined with reference_images, video_list, audio_with_roles or metadata.media)", MixedFramesMessage)
+	if err := v.checkFrames(); err != nil {
+		return nil, err
 	}
-	hasMedia := len(v.frames)+len(refImages)+len(v.videos)+len(v.audios)+len(v.media) > 0
+	frames, refImages := v.frames(), v.referenceImages()
+	refVideos := len(v.videos) + len(v.roleVideos)
+	hasMedia := len(v.selected)+refVideos+len(v.audios)+len(v.media) > 0
 	if _, ok := req["prompt"]; !ok && !hasMedia {
-		return nil, invalid("prompt", "prompt is required when the request has no media assets (image_with_roles, reference_images, video_list, audio_with_roles or metadata.media)")
+		return nil, invalid("prompt", "prompt is required when the request has no media assets (image_with_roles, reference_images, video_list, video_with_roles, audio_with_roles or metadata.media)")
 	}
 
 	out := &Normalized{
@@ -194,10 +206,10 @@ func validateVideo(_ context.Context, body fields, opts Options) (*Normalized, *
 		N:                  1,
 		MaxOutputs:         1,
 		ReferenceImages:    len(refImages),
-		FrameImages:        len(v.frames),
-		ReferenceVideos:    len(v.videos),
+		FrameImages:        len(frames),
+		ReferenceVideos:    refVideos,
 		ReferenceAudios:    len(v.audios),
-		HasVideoInput:      len(v.videos) > 0,
+		HasVideoInput:      refVideos > 0,
 		HasAudioInput:      len(v.audios) > 0,
 		InputVideoSeconds:  v.vidSecs,
 		InputAudioSeconds:  v.audSecs,
@@ -241,32 +253,40 @@ func (v *videoRequest) url(path, raw string) (string, *ValidationError) {
 	return checkURL(path, raw, !v.review)
 }
 
-func (v *videoRequest) readFrames(body fields) *ValidationError {
+// readImageRoles reads image_with_roles: items {url, role} with role
+// first_frame, last_frame or reference_image (required); at most one first
+// and one last frame, a last frame only with a first frame, and at most
+// VideoMaxRefImages reference images. Frames mixed with reference images are
+// refused by the combination rule (checkFrames).
+func (v *videoRequest) readImageRoles(body fields) *ValidationError {
 	items, err := body.objectArray("image_with_roles")
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for _, it := range items {
 		ref, err := v.requiredImage(it, "url")
 		if err != nil {
 			return err
 		}
 		if _, ok := it.get("role"); !ok {
-			return invalid(it.path("role"), "%s is required: first_frame or last_frame", it.path("role"))
+			return invalid(it.path("role"), "%s is required: first_frame, last_frame or reference_image", it.path("role"))
 		}
-		role, err := it.enum("role", []string{RoleFirstFrame, RoleLastFrame}, "")
+		role, err := it.enum("role", imageRoles, "")
 		if err != nil {
 			return err
 		}
-		if seen[role] {
+		if role != RoleReferenceImage && seen[role] > 0 {
 			return invalid(it.path("role"), "image_with_roles may contain at most one %s", role)
 		}
-		seen[role] = true
+		seen[role]++
 		ref.role = role
-		v.frames = append(v.frames, ref)
+		v.withRoles = append(v.withRoles, ref)
 	}
-	if seen[RoleLastFrame] && !seen[RoleFirstFrame] {
+	if n := seen[RoleReferenceImage]; n > VideoMaxRefImages {
+		return invalid("image_with_roles", "image_with_roles may contain at most %d reference_image items (got %d)", VideoMaxRefImages, n)
+	}
+	if seen[RoleLastFrame] > 0 && seen[RoleFirstFrame] == 0 {
 		return invalid("image_with_roles", "image_with_roles: last_frame requires a first_frame; a last frame alone is not accepted")
 	}
 	return nil
@@ -305,12 +325,13 @@ func (v *videoRequest) requiredURL(it fields, key string) (string, *ValidationEr
 	return v.url(it.path(key), raw)
 }
 
-// readImages reads the reference image fields. reference_images is the
-// family's field; image_urls, images and image are accepted as alternative
-// spellings (the review rules name them) but only one of them may be set.
+// readImages reads the image fields other than image_with_roles.
+// reference_images is the family's field; image_urls, images and image are
+// accepted as other spellings (rule 1 names them). Each field is validated
+// (rule 5 covers every media field), but only the selected one is used
+// (selectImages).
 func (v *videoRequest) readImages(body fields) *ValidationError {
-	var set []string
-	for _, key := range reviewImageFields[1:] {
+	for _, key := range imageFields[1:] {
 		var list []string
 		if key == "image" {
 			s, ok, err := body.str(key)
@@ -330,7 +351,6 @@ func (v *videoRequest) readImages(body fields) *ValidationError {
 		if len(list) == 0 {
 			continue
 		}
-		set = append(set, key)
 		if len(list) > VideoMaxRefImages {
 			return invalid(key, "%s must contain at most %d image URLs (got %d)", key, VideoMaxRefImages, len(list))
 		}
@@ -349,46 +369,127 @@ func (v *videoRequest) readImages(body fields) *ValidationError {
 		}
 		v.images[key] = refs
 	}
-	if len(set) > 1 {
-		return invalid(set[1], "send reference images in one field only (%s); reference_images, image_urls, images and image are not merged", strings.Join(set, " and "))
-	}
 	return nil
 }
 
-// referenceImages is the one nonempty reference image field.
-func (v *videoRequest) referenceImages() []mediaRef {
-	for _, key := range reviewImageFields[1:] {
-		if l := v.images[key]; len(l) > 0 {
+// selectImages applies rule 1: the images come from the first nonempty of
+// image_with_roles, reference_images, image_urls, images, image. Fields are
+// not merged: the others are neither reviewed nor forwarded.
+func selectImages(withRoles []mediaRef, images map[string][]mediaRef) []mediaRef {
+	if len(withRoles) > 0 {
+		return withRoles
+	}
+	for _, key := range imageFields[1:] {
+		if l := images[key]; len(l) > 0 {
 			return l
 		}
 	}
 	return nil
 }
 
+// frames are the selected first and last frames.
+func (v *videoRequest) frames() []mediaRef {
+	var out []mediaRef
+	for _, r := range v.selected {
+		if r.role != RoleReferenceImage {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// referenceImages are the selected reference images.
+func (v *videoRequest) referenceImages() []mediaRef {
+	var out []mediaRef
+	for _, r := range v.selected {
+		if r.role == RoleReferenceImage {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkFrames applies the model's combination rule: first/last frames are
+// exclusive with every other media input: reference images (role
+// reference_image, or any other image field; the model rejects mixed image
+// fields even where rule 1 alone would select image_with_roles), reference
+// videos, reference audio, files and web links.
+func (v *videoRequest) checkFrames() *ValidationError {
+	frames := v.frames()
+	if len(frames) == 0 {
+		return nil
+	}
+	mixed := len(frames) < len(v.selected) || len(v.videos)+len(v.roleVideos)+len(v.audios)+len(v.media) > 0
+	for _, key := range imageFields[1:] {
+		mixed = mixed || len(v.images[key]) > 0
+	}
+	if mixed {
+		return invalid("image_with_roles", "%s (first_frame and last_frame cannot be combined with reference images, video_list, video_with_roles, audio_with_roles or metadata.media)", MixedFramesMessage)
+	}
+	return nil
+}
+
+// readVideos reads the reference videos: video_list items {video_url,
+// duration?} (the model's field, outside review scope) and video_with_roles
+// items {url, role?, duration?} (the review field; role fixed
+// reference_video, the default). Both are reference videos, so the model's
+// limits (at most 5, given durations at most 15 s in total) apply to them
+// together.
 func (v *videoRequest) readVideos(body fields) *ValidationError {
-	items, err := body.objectArray("video_list")
+	list, err := body.objectArray("video_list")
 	if err != nil {
 		return err
 	}
-	if len(items) > VideoMaxRefVideos {
-		return invalid("video_list", "video_list must contain at most %d videos (got %d)", VideoMaxRefVideos, len(items))
+	roleItems, err := body.objectArray("video_with_roles")
+	if err != nil {
+		return err
 	}
-	for _, it := range items {
-		u, err := v.requiredURL(it, "video_url")
+	param, names := "video_list", "video_list"
+	switch {
+	case len(list) == 0 && len(roleItems) > 0:
+		param, names = "video_with_roles", "video_with_roles"
+	case len(list) > 0 && len(roleItems) > 0:
+		param, names = "video_with_roles", "video_list and video_with_roles"
+	}
+	if n := len(list) + len(roleItems); n > VideoMaxRefVideos {
+		return invalid(param, "%s must contain at most %d videos (got %d)", names, VideoMaxRefVideos, n)
+	}
+	for _, it := range list {
+		ref, err := v.video(it, "video_url")
 		if err != nil {
 			return err
 		}
-		secs, err := itemDuration(it)
+		v.videos = append(v.videos, ref)
+	}
+	for _, it := range roleItems {
+		ref, err := v.video(it, "url")
 		if err != nil {
 			return err
 		}
-		v.vidSecs += secs
-		v.videos = append(v.videos, mediaRef{path: it.path("video_url"), url: u, role: RoleReferenceVideo, secs: secs})
+		if _, err := it.enum("role", []string{RoleReferenceVideo}, RoleReferenceVideo); err != nil {
+			return err
+		}
+		v.roleVideos = append(v.roleVideos, ref)
 	}
 	if v.vidSecs > VideoMaxRefSeconds {
-		return invalid("video_list", "video_list durations must total at most %d seconds (got %s)", VideoMaxRefSeconds, fmtSecs(v.vidSecs))
+		return invalid(param, "%s durations must total at most %d seconds (got %s)", names, VideoMaxRefSeconds, fmtSecs(v.vidSecs))
 	}
 	return nil
+}
+
+// video reads one reference video: its URL (http or https only, rule 3)
+// and its optional duration.
+func (v *videoRequest) video(it fields, key string) (mediaRef, *ValidationError) {
+	u, err := v.requiredURL(it, key)
+	if err != nil {
+		return mediaRef{}, err
+	}
+	secs, err := itemDuration(it)
+	if err != nil {
+		return mediaRef{}, err
+	}
+	v.vidSecs += secs
+	return mediaRef{path: it.path(key), url: u, role: RoleReferenceVideo, secs: secs}, nil
 }
 
 func (v *videoRequest) readAudios(body fields) *ValidationError {
@@ -461,28 +562,25 @@ func (v *videoRequest) readMedia(meta fields) *ValidationError {
 	return nil
 }
 
-// reviewAssets applies the private asset review rules: images from the first
-// nonempty image field in review order (not merged), audio from
-// audio_with_roles; video_list is outside review scope. URLs must not embed
-// credentials; a URL used with two types is rejected; a repeated URL of one
-// type is reused.
+// reviewAssets applies the private asset review rules: the images of the
+// selected image field (rule 1), the videos of video_with_roles and the audio
+// of audio_with_roles, in that order; video_list is outside review scope
+// (rule 6). URLs must not embed credentials; a URL used with two types is
+// rejected; a repeated URL of one type is reused.
 func (v *videoRequest) reviewAssets() ([]ReviewAsset, *ValidationError) {
-	var refs []struct {
+	type typed struct {
 		typ AssetType
 		ref mediaRef
 	}
-	images := selectReviewImages(v.frames, v.images)
-	for _, r := range images {
-		refs = append(refs, struct {
-			typ AssetType
-			ref mediaRef
-		}{AssetImage, r})
+	var refs []typed
+	for _, r := range v.selected {
+		refs = append(refs, typed{AssetImage, r})
+	}
+	for _, r := range v.roleVideos {
+		refs = append(refs, typed{AssetVideo, r})
 	}
 	for _, r := range v.audios {
-		refs = append(refs, struct {
-			typ AssetType
-			ref mediaRef
-		}{AssetAudio, r})
+		refs = append(refs, typed{AssetAudio, r})
 	}
 	typeOf := map[string]AssetType{}
 	var out []ReviewAsset
@@ -502,26 +600,16 @@ func (v *videoRequest) reviewAssets() ([]ReviewAsset, *ValidationError) {
 	return out, nil
 }
 
-// selectReviewImages returns the images of the first nonempty field of
-// image_with_roles, reference_images, image_urls, images, image.
-func selectReviewImages(frames []mediaRef, images map[string][]mediaRef) []mediaRef {
-	if len(frames) > 0 {
-		return frames
-	}
-	for _, key := range reviewImageFields[1:] {
-		if l := images[key]; len(l) > 0 {
-			return l
-		}
-	}
-	return nil
-}
-
-// write puts the validated media fields into the normalized request. Other
-// image fields are normalized to reference_images.
+// write puts the validated media fields into the normalized request: of the
+// image fields only the selected one, its frames as image_with_roles and its
+// reference images (whichever field or role they came in) as
+// reference_images, the model's field; video_list and video_with_roles
+// apart (video_with_roles is the reviewed field, video_list is outside
+// review scope); audio_with_roles; metadata.media.
 func (v *videoRequest) write(req map[string]any) {
-	if len(v.frames) > 0 {
-		list := make([]any, 0, len(v.frames))
-		for _, f := range v.frames {
+	if frames := v.frames(); len(frames) > 0 {
+		list := make([]any, 0, len(frames))
+		for _, f := range frames {
 			list = append(list, map[string]any{"url": f.url, "role": f.role})
 		}
 		req["image_with_roles"] = list
@@ -544,16 +632,11 @@ func (v *videoRequest) write(req map[string]any) {
 		}
 		req["video_list"] = list
 	}
+	if len(v.roleVideos) > 0 {
+		req["video_with_roles"] = roleList(v.roleVideos, RoleReferenceVideo)
+	}
 	if len(v.audios) > 0 {
-		list := make([]any, 0, len(v.audios))
-		for _, r := range v.audios {
-			item := map[string]any{"url": r.url, "role": RoleReferenceAudio}
-			if r.secs > 0 {
-				item["duration"] = r.secs
-			}
-			list = append(list, item)
-		}
-		req["audio_with_roles"] = list
+		req["audio_with_roles"] = roleList(v.audios, RoleReferenceAudio)
 	}
 	if len(v.media) > 0 {
 		list := make([]any, 0, len(v.media))
@@ -562,6 +645,20 @@ func (v *videoRequest) write(req map[string]any) {
 		}
 		req["metadata"] = map[string]any{"media": list}
 	}
+}
+
+// roleList is the normalized form of a video_with_roles or audio_with_roles
+// list: {url, role, duration?} items.
+func roleList(refs []mediaRef, role string) []any {
+	list := make([]any, 0, len(refs))
+	for _, r := range refs {
+		item := map[string]any{"url": r.url, "role": role}
+		if r.secs > 0 {
+			item["duration"] = r.secs
+		}
+		list = append(list, item)
+	}
+	return list
 }
 
 func fmtSecs(s float64) string {

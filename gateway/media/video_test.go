@@ -128,11 +128,67 @@ func TestVideoAccepted(t *testing.T) {
 			g.Expect(n.ClientBusinessID).To(Equal("order-9"))
 			g.Expect(req["client_business_id"]).To(Equal("order-9"))
 		}},
-		{name: "unknown fields dropped", body: `{"prompt":"p","n":3,"video_with_roles":[{"url":"https://v.example/x.mp4"}],"extra":{}}`, check: func(g Gomega, _ *Normalized, req map[string]any) {
+		{name: "unknown fields dropped", body: `{"prompt":"p","n":3,"video_urls":["https://v.example/x.mp4"],"extra":{}}`, check: func(g Gomega, _ *Normalized, req map[string]any) {
 			g.Expect(req).NotTo(HaveKey("n"))
-			g.Expect(req).NotTo(HaveKey("video_with_roles"))
+			g.Expect(req).NotTo(HaveKey("video_urls"))
 			g.Expect(req).NotTo(HaveKey("extra"))
 		}},
+		{name: "video_with_roles is a reference video, forwarded as sent", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"video_with_roles":[{"url":" https://v.example/1.mp4","role":"Reference_Video","duration":4},{"url":"https://v.example/2.mp4"}]}`,
+			check: func(g Gomega, n *Normalized, req map[string]any) {
+				g.Expect(req["video_with_roles"]).To(Equal([]any{
+					map[string]any{"url": "https://v.example/1.mp4", "role": "reference_video", "duration": float64(4)},
+					map[string]any{"url": "https://v.example/2.mp4", "role": "reference_video"},
+				}))
+				g.Expect(req).NotTo(HaveKey("video_list"))
+				g.Expect(n.HasVideoInput).To(BeTrue())
+				g.Expect(n.ReferenceVideos).To(Equal(2))
+				g.Expect(n.InputVideoSeconds).To(Equal(4.0))
+				g.Expect(n.ReferenceImages).To(Equal(1))
+			}},
+		{name: "video_list and video_with_roles together", body: `{"prompt":"p","video_list":[{"video_url":"https://v.example/1.mp4","duration":5}],"video_with_roles":[{"url":"https://v.example/2.mp4","role":"reference_video","duration":10}]}`,
+			check: func(g Gomega, n *Normalized, req map[string]any) {
+				g.Expect(req["video_list"]).To(HaveLen(1))
+				g.Expect(req["video_with_roles"]).To(HaveLen(1))
+				g.Expect(n.ReferenceVideos).To(Equal(2))
+				g.Expect(n.InputVideoSeconds).To(Equal(15.0))
+			}},
+		{name: "video_with_roles alone, no prompt", body: `{"video_with_roles":[{"url":"https://v.example/1.mp4"}]}`, check: func(g Gomega, n *Normalized, _ map[string]any) {
+			g.Expect(n.HasVideoInput).To(BeTrue())
+		}},
+		{name: "image_with_roles reference images are forwarded as reference_images", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/1.png","role":"reference_image"},{"url":"https://a.example/2.png","role":" REFERENCE_IMAGE "}],"video_list":[{"video_url":"https://v.example/1.mp4"}]}`,
+			check: func(g Gomega, n *Normalized, req map[string]any) {
+				g.Expect(req["reference_images"]).To(Equal([]any{"https://a.example/1.png", "https://a.example/2.png"}))
+				g.Expect(req).NotTo(HaveKey("image_with_roles"))
+				g.Expect(n.ReferenceImages).To(Equal(2))
+				g.Expect(n.FrameImages).To(BeZero())
+			}},
+		{name: "10 reference_image items", body: `{"prompt":"p","image_with_roles":` + roleItemsJSON(10, "reference_image") + `}`, check: func(g Gomega, n *Normalized, _ map[string]any) {
+			g.Expect(n.ReferenceImages).To(Equal(10))
+		}},
+		// rule 1: the first nonempty image field is used; the others are ignored
+		{name: "reference_images wins over image_urls", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"image_urls":["https://a.example/2.png","https://a.example/3.png"]}`,
+			check: func(g Gomega, n *Normalized, req map[string]any) {
+				g.Expect(req["reference_images"]).To(Equal([]any{"https://a.example/1.png"}))
+				g.Expect(req).NotTo(HaveKey("image_urls"))
+				g.Expect(n.ReferenceImages).To(Equal(1))
+			}},
+		{name: "image_urls wins over images and image", body: `{"prompt":"p","reference_images":[],"image_urls":["https://a.example/2.png"],"images":["https://a.example/3.png"],"image":"https://a.example/4.png"}`,
+			check: func(g Gomega, n *Normalized, req map[string]any) {
+				g.Expect(req["reference_images"]).To(Equal([]any{"https://a.example/2.png"}))
+				g.Expect(req).NotTo(HaveKey("images"))
+				g.Expect(req).NotTo(HaveKey("image"))
+				g.Expect(n.ReferenceImages).To(Equal(1))
+			}},
+		{name: "image_with_roles reference images win over reference_images", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/1.png","role":"reference_image"}],"reference_images":["https://a.example/2.png","https://a.example/3.png"]}`,
+			check: func(g Gomega, n *Normalized, req map[string]any) {
+				g.Expect(req["reference_images"]).To(Equal([]any{"https://a.example/1.png"}))
+				g.Expect(n.ReferenceImages).To(Equal(1))
+			}},
+		{name: "an empty image_with_roles does not hide reference_images", body: `{"prompt":"p","image_with_roles":[],"reference_images":["https://a.example/2.png"]}`,
+			check: func(g Gomega, n *Normalized, req map[string]any) {
+				g.Expect(req["reference_images"]).To(Equal([]any{"https://a.example/2.png"}))
+				g.Expect(req).NotTo(HaveKey("image_with_roles"))
+			}},
 		{name: "private_asset_review false without the route switch", body: `{"prompt":"p","private_asset_review":false}`, check: func(g Gomega, n *Normalized, _ map[string]any) {
 			g.Expect(n.PrivateAssetReview).To(BeFalse())
 		}},
@@ -169,8 +225,11 @@ func TestVideoRejected(t *testing.T) {
 		{name: "image_with_roles not an array", body: `{"prompt":"p","image_with_roles":{"url":"https://a.example/f.png"}}`, param: "image_with_roles", msg: "image_with_roles must be an array"},
 		{name: "image_with_roles item not an object", body: `{"prompt":"p","image_with_roles":["https://a.example/f.png"]}`, param: "image_with_roles[0]", msg: "image_with_roles[0] must be an object"},
 		{name: "frame without url", body: `{"prompt":"p","image_with_roles":[{"role":"first_frame"}]}`, param: "image_with_roles[0].url", msg: "image_with_roles[0].url is required"},
-		{name: "frame without role", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png"}]}`, param: "image_with_roles[0].role", msg: "image_with_roles[0].role is required: first_frame or last_frame"},
-		{name: "frame with unknown role", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"middle"}]}`, param: "image_with_roles[0].role", msg: "must be one of first_frame, last_frame"},
+		{name: "frame without role", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png"}]}`, param: "image_with_roles[0].role", msg: "image_with_roles[0].role is required: first_frame, last_frame or reference_image"},
+		{name: "frame with unknown role", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"middle"}]}`, param: "image_with_roles[0].role", msg: `image_with_roles[0].role must be one of first_frame, last_frame, reference_image (got "middle")`},
+		{name: "image with a video role", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"reference_video"}]}`, param: "image_with_roles[0].role", msg: "must be one of first_frame, last_frame, reference_image"},
+		{name: "11 reference_image items", body: `{"prompt":"p","image_with_roles":` + roleItemsJSON(11, "reference_image") + `}`, param: "image_with_roles", msg: "image_with_roles may contain at most 10 reference_image items (got 11)"},
+		{name: "last frame with reference images only", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/r.png","role":"reference_image"},{"url":"https://a.example/l.png","role":"last_frame"}]}`, param: "image_with_roles", msg: "last_frame requires a first_frame"},
 		{name: "two first frames", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/1.png","role":"first_frame"},{"url":"https://a.example/2.png","role":"first_frame"}]}`, param: "image_with_roles[1].role", msg: "image_with_roles may contain at most one first_frame"},
 		{name: "two last frames", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/0.png","role":"first_frame"},{"url":"https://a.example/1.png","role":"last_frame"},{"url":"https://a.example/2.png","role":"last_frame"}]}`, param: "image_with_roles[2].role", msg: "at most one last_frame"},
 		{name: "last frame alone", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/l.png","role":"last_frame"}]}`, param: "image_with_roles", msg: "last_frame requires a first_frame"},
@@ -183,6 +242,8 @@ func TestVideoRejected(t *testing.T) {
 		{name: "frames with a file", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"first_frame"}],"metadata":{"media":[{"type":"file","url":"https://f.example/d.pdf"}]}}`, param: "image_with_roles", msg: MixedFramesMessage},
 		{name: "frames with a web link", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"first_frame"}],"metadata":{"media":[{"type":"link","url":"https://example.com"}]}}`, param: "image_with_roles", msg: MixedFramesMessage},
 		{name: "frames with image_urls", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"first_frame"}],"image_urls":["https://a.example/r.png"]}`, param: "image_with_roles", msg: MixedFramesMessage},
+		{name: "frames with a reference_image item", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"first_frame"},{"url":"https://a.example/r.png","role":"reference_image"}]}`, param: "image_with_roles", msg: MixedFramesMessage},
+		{name: "frames with video_with_roles", body: `{"prompt":"p","image_with_roles":[{"url":"https://a.example/f.png","role":"first_frame"}],"video_with_roles":[{"url":"https://v.example/1.mp4","role":"reference_video"}]}`, param: "image_with_roles", msg: MixedFramesMessage},
 		{name: "file with web link", body: `{"prompt":"p","metadata":{"media":[{"type":"file","url":"https://f.example/d.pdf"},{"type":"link","url":"https://example.com"}]}}`, param: "metadata.media", msg: "metadata.media cannot combine a file with a web link"},
 		{name: "two files", body: `{"prompt":"p","metadata":{"media":[{"type":"file","url":"https://f.example/1.pdf"},{"type":"file","url":"https://f.example/2.pdf"}]}}`, param: "metadata.media", msg: "metadata.media may contain at most one file or one link per request (got 2 items)"},
 		{name: "media type unknown", body: `{"prompt":"p","metadata":{"media":[{"type":"video","url":"https://f.example/1.mp4"}]}}`, param: "metadata.media[0].type", msg: "must be one of file, link"},
@@ -192,7 +253,6 @@ func TestVideoRejected(t *testing.T) {
 		// counts and durations
 		{name: "11 reference images", body: `{"prompt":"p","reference_images":` + urlsJSON(11) + `}`, param: "reference_images", msg: "reference_images must contain at most 10 image URLs (got 11)"},
 		{name: "reference image not http", body: `{"prompt":"p","reference_images":["ftp://a.example/1.png"]}`, param: "reference_images[0]", msg: "must be an http or https URL"},
-		{name: "two image fields", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"image_urls":["https://a.example/2.png"]}`, param: "image_urls", msg: "send reference images in one field only (reference_images and image_urls)"},
 		{name: "image not a string", body: `{"prompt":"p","image":["https://a.example/1.png"]}`, param: "image", msg: "image must be a string"},
 		{name: "6 reference videos", body: `{"prompt":"p","video_list":[{"video_url":"https://v.example/1.mp4"},{"video_url":"https://v.example/2.mp4"},{"video_url":"https://v.example/3.mp4"},{"video_url":"https://v.example/4.mp4"},{"video_url":"https://v.example/5.mp4"},{"video_url":"https://v.example/6.mp4"}]}`, param: "video_list", msg: "video_list must contain at most 5 videos (got 6)"},
 		{name: "reference videos over 15 s", body: `{"prompt":"p","video_list":[{"video_url":"https://v.example/1.mp4","duration":10},{"video_url":"https://v.example/2.mp4","duration":5.5}]}`, param: "video_list", msg: "video_list durations must total at most 15 seconds (got 15.5 s)"},
@@ -202,6 +262,17 @@ func TestVideoRejected(t *testing.T) {
 		{name: "video as base64", body: `{"prompt":"p","video_list":[{"video_url":"data:video/mp4;base64,AAAA"}]}`, param: "video_list[0].video_url", msg: "upload the file first"},
 		{name: "6 reference audios", body: `{"prompt":"p","audio_with_roles":[` + strings.Repeat(five+",", 5) + five + `]}`, param: "audio_with_roles", msg: "audio_with_roles must contain at most 5 items (got 6)"},
 		{name: "reference audio over 15 s", body: `{"prompt":"p","audio_with_roles":[{"url":"https://s.example/1.mp3","duration":16}]}`, param: "audio_with_roles", msg: "audio_with_roles durations must total at most 15 seconds (got 16 s)"},
+		{name: "video_with_roles not an array", body: `{"prompt":"p","video_with_roles":{"url":"https://v.example/1.mp4"}}`, param: "video_with_roles", msg: "video_with_roles must be an array"},
+		{name: "video_with_roles item not an object", body: `{"prompt":"p","video_with_roles":["https://v.example/1.mp4"]}`, param: "video_with_roles[0]", msg: "video_with_roles[0] must be an object"},
+		{name: "video_with_roles without url", body: `{"prompt":"p","video_with_roles":[{"role":"reference_video"}]}`, param: "video_with_roles[0].url", msg: "video_with_roles[0].url is required"},
+		{name: "video_with_roles with another role", body: `{"prompt":"p","video_with_roles":[{"url":"https://v.example/1.mp4","role":"first_frame"}]}`, param: "video_with_roles[0].role", msg: `video_with_roles[0].role must be one of reference_video (got "first_frame")`},
+		{name: "video_with_roles role not a string", body: `{"prompt":"p","video_with_roles":[{"url":"https://v.example/1.mp4","role":1}]}`, param: "video_with_roles[0].role", msg: "video_with_roles[0].role must be a string"},
+		{name: "video_with_roles as base64", body: `{"prompt":"p","video_with_roles":[{"url":"data:video/mp4;base64,AAAA"}]}`, param: "video_with_roles[0].url", msg: "upload the file first"},
+		{name: "6 videos over video_list and video_with_roles", body: `{"prompt":"p","video_list":[{"video_url":"https://v.example/1.mp4"},{"video_url":"https://v.example/2.mp4"},{"video_url":"https://v.example/3.mp4"}],"video_with_roles":[{"url":"https://v.example/4.mp4"},{"url":"https://v.example/5.mp4"},{"url":"https://v.example/6.mp4"}]}`, param: "video_with_roles", msg: "video_list and video_with_roles must contain at most 5 videos (got 6)"},
+		{name: "6 video_with_roles", body: `{"prompt":"p","video_with_roles":[{"url":"https://v.example/1.mp4"},{"url":"https://v.example/2.mp4"},{"url":"https://v.example/3.mp4"},{"url":"https://v.example/4.mp4"},{"url":"https://v.example/5.mp4"},{"url":"https://v.example/6.mp4"}]}`, param: "video_with_roles", msg: "video_with_roles must contain at most 5 videos (got 6)"},
+		{name: "video durations over 15 s over both fields", body: `{"prompt":"p","video_list":[{"video_url":"https://v.example/1.mp4","duration":8}],"video_with_roles":[{"url":"https://v.example/2.mp4","duration":8}]}`, param: "video_with_roles", msg: "video_list and video_with_roles durations must total at most 15 seconds (got 16 s)"},
+		{name: "video_with_roles duration zero", body: `{"prompt":"p","video_with_roles":[{"url":"https://v.example/1.mp4","duration":0}]}`, param: "video_with_roles[0].duration", msg: "must be a positive number of seconds"},
+		{name: "a non-selected image field is still validated", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"images":["ftp://a.example/2.png"]}`, param: "images[0]", msg: "must be an http or https URL"},
 		{name: "audio with another role", body: `{"prompt":"p","audio_with_roles":[{"url":"https://s.example/1.mp3","role":"background"}]}`, param: "audio_with_roles[0].role", msg: "audio_with_roles[0].role must be one of reference_audio"},
 		{name: "audio without url", body: `{"prompt":"p","audio_with_roles":[{"role":"reference_audio"}]}`, param: "audio_with_roles[0].url", msg: "is required"},
 		// private assets
@@ -213,10 +284,15 @@ func TestVideoRejected(t *testing.T) {
 		{name: "review with an asset reference image", body: `{"prompt":"p","reference_images":["https://a.example/1.png","asset://a-1"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[1]", msg: "asset:// references cannot be used when private_asset_review is true"},
 		{name: "review with an asset frame", body: `{"image_with_roles":[{"url":" ASSET://a-1","role":"first_frame"}],"private_asset_review":true}`, opts: reviewOn, param: "image_with_roles[0].url", msg: "asset:// references cannot be used"},
 		{name: "review with an asset video", body: `{"prompt":"p","video_list":[{"video_url":"asset://v-1"}],"private_asset_review":true}`, opts: reviewOn, param: "video_list[0].video_url", msg: "asset:// references cannot be used"},
+		{name: "review with an asset video_with_roles", body: `{"prompt":"p","video_with_roles":[{"url":"asset://v-1"}],"private_asset_review":true}`, opts: reviewOn, param: "video_with_roles[0].url", msg: "asset:// references cannot be used"},
+		{name: "review with an asset in a non-selected image field (rule 5)", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"image_urls":["asset://a-1"],"private_asset_review":true}`, opts: reviewOn, param: "image_urls[0]", msg: "asset:// references cannot be used"},
 		{name: "review with an asset audio", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"audio_with_roles":[{"url":"asset://s-1"}],"private_asset_review":true}`, opts: reviewOn, param: "audio_with_roles[0].url", msg: "asset:// references cannot be used"},
 		{name: "review with an asset file", body: `{"prompt":"p","metadata":{"media":[{"type":"file","url":"asset://f-1"}]},"private_asset_review":true}`, opts: reviewOn, param: "metadata.media[0].url", msg: "asset:// references cannot be used"},
 		{name: "review with credentials in a URL", body: `{"prompt":"p","reference_images":["https://user:pw@a.example/1.png"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "must not embed credentials"},
 		{name: "review with credentials in an audio URL", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"audio_with_roles":[{"url":"https://user@s.example/1.mp3"}],"private_asset_review":true}`, opts: reviewOn, param: "audio_with_roles[0].url", msg: "must not embed credentials"},
+		{name: "review with credentials in a video URL", body: `{"prompt":"p","video_with_roles":[{"url":"https://u:p@v.example/1.mp4"}],"private_asset_review":true}`, opts: reviewOn, param: "video_with_roles[0].url", msg: "must not embed credentials"},
+		{name: "review with a URL as image and video", body: `{"prompt":"p","reference_images":["https://a.example/x"],"video_with_roles":[{"url":"https://a.example/x"}],"private_asset_review":true}`, opts: reviewOn, param: "video_with_roles[0].url", msg: "is used as both image and video; the same URL cannot have conflicting types"},
+		{name: "review with a URL as video and audio", body: `{"prompt":"p","video_with_roles":[{"url":"https://a.example/x"}],"audio_with_roles":[{"url":"https://a.example/x"}],"private_asset_review":true}`, opts: reviewOn, param: "audio_with_roles[0].url", msg: "is used as both video and audio"},
 		{name: "review with a URL of two types", body: `{"prompt":"p","reference_images":["https://a.example/x"],"audio_with_roles":[{"url":" https://a.example/x "}],"private_asset_review":true}`, opts: reviewOn, param: "audio_with_roles[0].url", msg: "is used as both image and audio; the same URL cannot have conflicting types"},
 		{name: "review URL over 2048 bytes", body: `{"prompt":"p","reference_images":["https://a.example/` + strings.Repeat("x", 2031) + `"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "at most 2048 bytes (got 2049)"},
 		{name: "client_business_id over 128 characters", body: `{"prompt":"p","client_business_id":"` + strings.Repeat("b", 129) + `"}`, param: "client_business_id", msg: "client_business_id must be at most 128 characters"},
@@ -250,6 +326,31 @@ func TestVideoPrivateAssetReview(t *testing.T) {
 			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
 		}},
 		{"only a reference video: nothing to review", `{"prompt":"p","video_list":[{"video_url":"https://v.example/1.mp4"}],"private_asset_review":true}`, nil},
+		{"video_with_roles is reviewed; images, videos, audio in that order", `{"prompt":"p","audio_with_roles":[{"url":"https://s.example/1.mp3"}],"video_with_roles":[{"url":"https://v.example/1.mp4","role":"reference_video"}],"reference_images":["https://a.example/1.png"],"video_list":[{"video_url":"https://v.example/2.mp4"}],"private_asset_review":true}`, []ReviewAsset{
+			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
+			{Type: AssetVideo, URL: "https://v.example/1.mp4", Role: RoleReferenceVideo},
+			{Type: AssetAudio, URL: "https://s.example/1.mp3", Role: RoleReferenceAudio},
+		}},
+		{"a repeated video URL is reviewed once", `{"prompt":"p","video_with_roles":[{"url":"https://v.example/1.mp4"},{"url":" https://v.example/1.mp4"}],"private_asset_review":true}`, []ReviewAsset{
+			{Type: AssetVideo, URL: "https://v.example/1.mp4", Role: RoleReferenceVideo},
+		}},
+		{"image_with_roles reference images", `{"prompt":"p","image_with_roles":[{"url":"https://a.example/1.png","role":"reference_image"},{"url":"https://a.example/2.png","role":"reference_image"}],"private_asset_review":true}`, []ReviewAsset{
+			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
+			{Type: AssetImage, URL: "https://a.example/2.png", Role: RoleReferenceImage},
+		}},
+		{"rule 1: image_with_roles wins over reference_images, which is not reviewed", `{"prompt":"p","reference_images":["https://a.example/2.png"],"image_with_roles":[{"url":"https://a.example/1.png","role":"reference_image"}],"private_asset_review":true}`, []ReviewAsset{
+			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
+		}},
+		{"rule 1: reference_images wins over image_urls and image", `{"prompt":"p","image":"https://a.example/3.png","image_urls":["https://a.example/2.png"],"reference_images":["https://a.example/1.png"],"private_asset_review":true}`, []ReviewAsset{
+			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
+		}},
+		{"rule 1: images wins over image", `{"prompt":"p","image":"https://a.example/3.png","images":["https://a.example/2.png"],"private_asset_review":true}`, []ReviewAsset{
+			{Type: AssetImage, URL: "https://a.example/2.png", Role: RoleReferenceImage},
+		}},
+		{"a non-selected image field may repeat a video URL: it is neither reviewed nor sent", `{"prompt":"p","reference_images":["https://a.example/1.png"],"images":["https://v.example/1.mp4"],"video_with_roles":[{"url":"https://v.example/1.mp4"}],"private_asset_review":true}`, []ReviewAsset{
+			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
+			{Type: AssetVideo, URL: "https://v.example/1.mp4", Role: RoleReferenceVideo},
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,27 +376,27 @@ func TestVideoPrivateAssetReview(t *testing.T) {
 	g.Expect(err).To(BeNil())
 }
 
-func TestSelectReviewImagesOrder(t *testing.T) {
+func TestSelectImagesOrder(t *testing.T) {
 	g := NewWithT(t)
 	ref := func(u, role string) mediaRef { return mediaRef{url: u, role: role} }
-	frames := []mediaRef{ref("f", RoleFirstFrame)}
+	withRoles := []mediaRef{ref("f", RoleFirstFrame)}
 	images := map[string][]mediaRef{
 		"reference_images": {ref("r", RoleReferenceImage)},
 		"image_urls":       {ref("u", RoleReferenceImage)},
 		"images":           {ref("i", RoleReferenceImage)},
 		"image":            {ref("s", RoleReferenceImage)},
 	}
-	g.Expect(selectReviewImages(frames, images)).To(Equal(frames))
+	g.Expect(selectImages(withRoles, images)).To(Equal(withRoles))
+	g.Expect(selectImages(nil, images)).To(Equal(images["reference_images"]))
 	for _, drop := range []string{"reference_images", "image_urls", "images"} {
-		next := map[string]string{"reference_images": "u", "image_urls": "i", "images": "s"}[drop]
+		next := map[string]string{"reference_images": "image_urls", "image_urls": "images", "images": "image"}[drop]
+		want := images[next]
 		delete(images, drop)
-		got := selectReviewImages(nil, images)
-		g.Expect(got).To(HaveLen(1), "after dropping %s", drop)
-		g.Expect(got[0].url).To(Equal(next), "after dropping %s", drop)
+		g.Expect(selectImages(nil, images)).To(Equal(want), "after dropping %s the next field, %s, is used", drop, next)
 	}
 	delete(images, "image")
-	g.Expect(selectReviewImages(nil, images)).To(BeEmpty())
-	g.Expect(reviewImageFields).To(Equal([]string{"image_with_roles", "reference_images", "image_urls", "images", "image"}))
+	g.Expect(selectImages(nil, images)).To(BeEmpty())
+	g.Expect(imageFields).To(Equal([]string{"image_with_roles", "reference_images", "image_urls", "images", "image"}))
 }
 
 func TestVideoPixelSize(t *testing.T) {
@@ -313,6 +414,15 @@ func TestVideoPixelSize(t *testing.T) {
 		w, h, ok := VideoPixelSize(tc.ratio, tc.res)
 		g.Expect([]any{w, h, ok}).To(Equal([]any{tc.w, tc.h, tc.ok}), "%s %s", tc.ratio, tc.res)
 	}
+}
+
+// roleItemsJSON is an image_with_roles array of n items with one role.
+func roleItemsJSON(n int, role string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"url":"https://img.example.com/%d.png","role":%q}`, i, role)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
 }
 
 // tinyPNG is a real 1×1 PNG.
@@ -335,6 +445,7 @@ func TestVideoReviewInlineImages(t *testing.T) {
 	for _, tc := range []struct{ name, body, role string }{
 		{"data URI reference image", `{"prompt":"p","reference_images":["data:image/png;base64,` + b64 + `"],"private_asset_review":true}`, RoleReferenceImage},
 		{"raw base64 first frame", `{"image_with_roles":[{"url":"` + b64 + `","role":"first_frame"}],"private_asset_review":true}`, RoleFirstFrame},
+		{"data URI reference_image item", `{"image_with_roles":[{"url":"data:image/png;base64,` + b64 + `","role":"reference_image"}],"private_asset_review":true}`, RoleReferenceImage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
