@@ -85,17 +85,17 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant)
 // ---- keys
 
 type keyRow struct {
-	ID                    int64
-	Name, Prefix, Status  string
-	Remain, Used          billing.Quota
-	Unlimited             bool
-	Balance               bool // Remain and Used are known
-	Daily, Monthly        billing.Quota
+	ID                     int64
+	Name, Prefix, Status   string
+	Remain, Used           billing.Quota
+	Unlimited              bool
+	Balance                bool // Remain and Used are known
+	Daily, Monthly         billing.Quota
 	DailyUsed, MonthlyUsed billing.Quota
-	RPM                   int32
-	TPM                   int64
-	Group, Models         string
-	Expires               int64
+	RPM                    int32
+	TPM                    int64
+	Group, Models          string
+	Expires                int64
 }
 
 var tokenStates = map[v1.TokenState]string{

@@ -54,4 +54,3 @@ func ParseUsageQuery(q url.Values) (UsageQuery, string) {
 	uq.Cursor = q.Get("cursor")
 	return uq, ""
 }
-
