@@ -77,8 +77,13 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string
 }
 
 // sameOrigin refuses a form posted from another site: the Origin header,
-// which browsers send with every POST, must name this host.
+// which browsers send with every POST, must name this host ("null", sent
+// by a page with no referrer, is refused), and Sec-Fetch-Site, when sent,
+// must not say cross-site.
 func sameOrigin(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return false
+	}
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true // not a browser, or a browser that sends none: SameSite and the CSP still apply
