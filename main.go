@@ -312,8 +312,9 @@ func (g *gatewayFlags) options(dataDir string) wire.Options {
 	return wire.Options{Listen: g.listen, ShutdownGrace: g.grace,
 		DataDir: dataDir, ReplicaID: os.Getenv("POD_NAME"), DefaultRequestsPerMinute: int32(g.defaultRPM),
 		PublicURL: g.publicURL, BlobDir: os.Getenv("MODELGATE_BLOB_DIR"),
-		BlobSigningKey: []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
-		BlobURL:        os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
+		BlobSigningKey:    []byte(os.Getenv("MODELGATE_BLOB_SIGNING_KEY")),
+		ConsoleSessionKey: []byte(os.Getenv("MODELGATE_CONSOLE_SESSION_KEY")),
+		BlobURL:           os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
 		UploadTTL: g.uploadTTL, LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
 }

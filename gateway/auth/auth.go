@@ -189,9 +189,19 @@ func (a *Authenticator) tenantOf(namespace string) (*v1.Tenant, *Failure) {
 // AccessToken authenticates the usage API: `Authorization: Bearer
 // <access token>` plus the numeric `X-User-Id` of the account.
 func (a *Authenticator) AccessToken(ctx context.Context, r *http.Request) (*v1.Tenant, *Failure) {
-	token := bearer(r)
 	userID, err := strconv.ParseInt(strings.TrimSpace(r.Header.Get("X-User-Id")), 10, 64)
-	if token == "" || err != nil || userID <= 0 {
+	if err != nil {
+		userID = 0
+	}
+	return a.CheckAccessToken(userID, bearer(r))
+}
+
+// CheckAccessToken is the check behind AccessToken, for callers that take
+// the credentials elsewhere than in headers (the console's sign-in form):
+// the access token must hash to the current token of the account whose
+// user ID is given.
+func (a *Authenticator) CheckAccessToken(userID int64, token string) (*v1.Tenant, *Failure) {
+	if token == "" || userID <= 0 {
 		return nil, unauthorized("send the account's access token as `Authorization: Bearer <token>` and its numeric user ID as `X-User-Id`")
 	}
 	want := keys.Hash(token)
@@ -201,4 +211,16 @@ func (a *Authenticator) AccessToken(ctx context.Context, r *http.Request) (*v1.T
 		}
 	}
 	return nil, unauthorized("invalid access token or user ID")
+}
+
+// TenantsByUserID returns the live (not deleting) Tenants of a user ID from
+// the cache; the console checks a session against them.
+func (a *Authenticator) TenantsByUserID(userID int64) []*v1.Tenant {
+	var out []*v1.Tenant
+	for _, t := range a.Lookup.TenantsByUserID(userID) {
+		if t.DeletionTimestamp.IsZero() {
+			out = append(out, t)
+		}
+	}
+	return out
 }

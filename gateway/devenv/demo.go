@@ -124,6 +124,7 @@ func Banner(i Info, infoPath string) string {
 	fmt.Fprintf(&b, "  gateway      %s\n", i.GatewayURL)
 	fmt.Fprintf(&b, "  tenant       %s (user ID %d)\n", i.TenantNamespace, i.UserID)
 	fmt.Fprintf(&b, "  API key      %s\n", i.APIKey)
+	fmt.Fprintf(&b, "  console      %s/console/ (sign in with user ID %d and access token %s)\n", i.GatewayURL, i.UserID, i.UsageAccessToken)
 	fmt.Fprintf(&b, "  details      %s\n\n", infoPath)
 	fmt.Fprintf(&b, "Try:\n")
 	fmt.Fprintf(&b, "  curl -s %s/v1/messages -H 'x-api-key: %s' -H 'content-type: application/json' \\\n", i.GatewayURL, i.APIKey)

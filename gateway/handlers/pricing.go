@@ -38,7 +38,7 @@ func (h *Pricing) Catalog(w http.ResponseWriter, r *http.Request) {
 		apierr.Pricing(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	in, err := h.input(ctx, p)
+	in, err := h.catalogInput(ctx, p)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "load customer pricing")
 		apierr.Pricing(w, http.StatusServiceUnavailable, "pricing_unavailable",
@@ -57,28 +57,41 @@ func (h *Pricing) Catalog(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// input gathers the routes and rules visible to the key's tenant from the
+// TenantCatalog builds one page of the catalog as a key of the tenant with
+// automatic group selection and no model allow-list would see it from
+// GET /v1/pricing: every group the tenant may use, customer prices and group
+// ratios included. The console's prices page shows it.
+func (d *Deps) TenantCatalog(ctx context.Context, tenant *v1.Tenant, q pricing.CatalogQuery) (*pricing.CatalogPage, error) {
+	p := &auth.Principal{Token: &v1.ApiToken{Spec: v1.ApiTokenSpec{Group: auth.AutoGroup}}, Tenant: tenant}
+	in, err := d.catalogInput(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return pricing.BuildCatalog(in, q)
+}
+
+// catalogInput gathers the routes and rules visible to the key's tenant from the
 // cache. A cache that has not synced cannot be trusted to hold the
 // customer's prices, so it is an error, never an empty (public) catalog.
-func (h *Pricing) input(ctx context.Context, p *auth.Principal) (pricing.CatalogInput, error) {
+func (d *Deps) catalogInput(ctx context.Context, p *auth.Principal) (pricing.CatalogInput, error) {
 	in := pricing.CatalogInput{
-		SystemNamespace: h.SystemNamespace, TenantNamespace: p.Tenant.Namespace,
+		SystemNamespace: d.SystemNamespace, TenantNamespace: p.Tenant.Namespace,
 		Groups: p.Groups(), ModelAllowed: p.AllowsModel,
 	}
-	if syncer, ok := h.Cache.(interface{ WaitForCacheSync(context.Context) bool }); ok {
+	if syncer, ok := d.Cache.(interface{ WaitForCacheSync(context.Context) bool }); ok {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		if !syncer.WaitForCacheSync(sctx) {
 			return in, errors.New("informer cache not synced")
 		}
 	}
-	for _, ns := range []string{h.SystemNamespace, p.Tenant.Namespace} {
+	for _, ns := range []string{d.SystemNamespace, p.Tenant.Namespace} {
 		routes := &v1.ModelRouteList{}
-		if err := h.Cache.List(ctx, routes, client.InNamespace(ns)); err != nil {
+		if err := d.Cache.List(ctx, routes, client.InNamespace(ns)); err != nil {
 			return in, err
 		}
 		rules := &v1.PriceRuleList{}
-		if err := h.Cache.List(ctx, rules, client.InNamespace(ns)); err != nil {
+		if err := d.Cache.List(ctx, rules, client.InNamespace(ns)); err != nil {
 			return in, err
 		}
 		in.Routes = append(in.Routes, routes.Items...)

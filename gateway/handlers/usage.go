@@ -3,7 +3,6 @@ package handlers
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,11 +15,6 @@ import (
 // Usage serves GET /api/usage/tokens/requests and /summary, authenticated by
 // the account's access token and X-User-Id, never by an API key.
 type Usage struct{ *Deps }
-
-// usageParams are the only query parameters the usage endpoints accept.
-var usageParams = map[string]bool{
-	"start_timestamp": true, "end_timestamp": true, "token_id": true, "page_size": true, "cursor": true,
-}
 
 type usageMeta struct {
 	StartTimestamp        int64  `json:"start_timestamp"`
@@ -131,57 +125,13 @@ func (h *Usage) query(w http.ResponseWriter, r *http.Request) (store.UsageQuery,
 		apierr.Usage(w, f.Status, code, f.Message)
 		return store.UsageQuery{}, false
 	}
-	uq, msg := parseUsageQuery(r.URL.Query())
+	uq, msg := store.ParseUsageQuery(r.URL.Query())
 	if msg != "" {
 		apierr.Usage(w, http.StatusUnprocessableEntity, "invalid_query", msg)
 		return uq, false
 	}
 	uq.UserID = tenant.Status.UserID
 	return uq, true
-}
-
-// parseUsageQuery applies the contract's parameter rules; a non-empty
-// string is the 422 message.
-func parseUsageQuery(q url.Values) (store.UsageQuery, string) {
-	var uq store.UsageQuery
-	for name, vals := range q {
-		if !usageParams[name] {
-			return uq, "unknown query parameter: " + name
-		}
-		if len(vals) > 1 {
-			return uq, "repeated query parameter: " + name
-		}
-	}
-	var msg string
-	intParam := func(name string, required bool) int64 {
-		s, present := q[name]
-		if !present {
-			if required && msg == "" {
-				msg = name + " is required"
-			}
-			return 0
-		}
-		v, err := strconv.ParseInt(s[0], 10, 64)
-		if err != nil && msg == "" {
-			msg = name + " must be an integer"
-		}
-		return v
-	}
-	uq.Start = intParam("start_timestamp", true)
-	uq.End = intParam("end_timestamp", true)
-	uq.TokenID = intParam("token_id", false)
-	uq.PageSize = int(intParam("page_size", false))
-	if msg != "" {
-		return uq, msg
-	}
-	if _, present := q["page_size"]; present && (uq.PageSize < 1 || uq.PageSize > store.MaxPageSize) {
-		return uq, "page_size must be between 1 and 100"
-	}
-	if _, present := q["token_id"]; present && uq.TokenID <= 0 {
-		return uq, "token_id must be a positive integer"
-	}
-	uq.Cursor = q.Get("cursor")
-	return uq, ""
 }
 
 // fail maps ledger errors to the contract's codes.

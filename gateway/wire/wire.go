@@ -6,7 +6,9 @@ package wire
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/console"
 	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/metrics"
@@ -62,6 +65,13 @@ type Options struct {
 	BlobDir string
 	// BlobSigningKey signs local blob URLs; the same on every replica.
 	BlobSigningKey []byte
+	// ConsoleSessionKey signs the tenant console's session cookies; the same
+	// on every replica. Empty: derived from BlobSigningKey; with neither, a
+	// random key per process (sessions then end when the process restarts
+	// and do not carry across replicas).
+	ConsoleSessionKey []byte
+	// NoConsole turns the tenant console (/console/) off.
+	NoConsole bool
 	// Blobs is an open store to use (dev shares one with the controllers);
 	// nil opens one from the Blob* options.
 	Blobs *blob.Store
@@ -187,9 +197,10 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 			"ledger": ledgerOrSpool(ledger, spoolPath),
 		},
 	})
-	handlers.Register(srv, &handlers.Deps{
+	authn := &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)}
+	deps := &handlers.Deps{
 		Cache: mgr.GetCache(), Writer: mgr.GetClient(), Ledger: ledger, Clock: o.Clock,
-		Auth: &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)},
+		Auth: authn,
 		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes,
 			Breaker: routing.NewBreaker(o.Clock)},
 		Limiter:         &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute},
@@ -203,7 +214,16 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		UploadTTL:       o.UploadTTL,
 		BalanceUnit:     o.BalanceUnit,
 		ImageProbe:      imageProbe(blobs, o.NoImageProbe),
-	})
+	}
+	handlers.Register(srv, deps)
+	if !o.NoConsole {
+		key, err := ConsoleSessionKey(o)
+		if err != nil {
+			return nil, err
+		}
+		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
+			Catalog: deps.TenantCatalog, Clock: o.Clock, SessionKey: key})
+	}
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())
 	}
@@ -270,6 +290,26 @@ func OpenBlobs(o Options, base func() string) (*blob.Store, error) {
 		}
 	}
 	return blob.OpenLocal(blob.Config{Dir: dir, SigningKey: key, BaseURL: base})
+}
+
+// ConsoleSessionKey is the key of the console's session cookies: the
+// configured one, else one derived from the blob signing key (so a
+// deployment that shares that key across replicas shares sessions too),
+// else a random one.
+func ConsoleSessionKey(o Options) ([]byte, error) {
+	if len(o.ConsoleSessionKey) > 0 {
+		return o.ConsoleSessionKey, nil
+	}
+	if len(o.BlobSigningKey) > 0 {
+		m := hmac.New(sha256.New, o.BlobSigningKey)
+		m.Write([]byte("modelgate console session key v1"))
+		return m.Sum(nil), nil
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	return key, nil
 }
 
 // resolveTokenID registers (idempotently, by UID) a token whose status has no

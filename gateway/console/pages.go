@@ -1,0 +1,373 @@
+package console
+
+import (
+	"cmp"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks"
+)
+
+const day = 24 * time.Hour
+
+// ---- overview
+
+type grantRow struct {
+	ID, Reason string
+	Amount     billing.Quota
+	Applied    bool
+}
+
+type overviewData struct {
+	Unlimited                    bool
+	Remain, Used                 billing.Quota
+	Today, Month                 billing.Quota
+	TodayRequests, MonthRequests int64
+	Grants                       []grantRow
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
+	ctx, userID := r.Context(), t.Status.UserID
+	b, err := c.d.Ledger.TenantBalance(ctx, userID)
+	if err != nil {
+		c.fail(w, r, "overview", t, err, "The balance cannot be read right now.")
+		return
+	}
+	leased, err := c.d.Ledger.TenantLeased(ctx, userID)
+	if err != nil {
+		c.fail(w, r, "overview", t, err, "The balance cannot be read right now.")
+		return
+	}
+	now := c.d.Clock.Now().UTC()
+	today := now.Truncate(day)
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	days, err := c.d.Ledger.UsageByDay(ctx, userID, month.Unix(), today.Add(day).Unix())
+	if err != nil {
+		c.fail(w, r, "overview", t, err, "Usage cannot be read right now.")
+		return
+	}
+	// As the balance endpoint: quota leased to a gateway replica is not spent.
+	d := overviewData{Unlimited: b.Unlimited || t.Spec.UnlimitedQuota, Remain: b.Remain + leased, Used: b.Used}
+	for _, u := range days {
+		d.Month += u.Quota
+		d.MonthRequests += u.RequestCount
+		if u.Day >= today.Unix() {
+			d.Today += u.Quota
+			d.TodayRequests += u.RequestCount
+		}
+	}
+	for _, g := range t.Spec.Grants {
+		row := grantRow{ID: g.ID, Reason: g.Reason, Applied: slices.Contains(t.Status.AppliedGrants, g.ID)}
+		switch {
+		case g.Quota != nil:
+			row.Amount = billing.Quota(*g.Quota)
+		case g.Credits != nil:
+			if dec, err := billing.ParseUSD(string(*g.Credits)); err == nil { // same decimal syntax as USD
+				row.Amount, _ = billing.QuotaFromCredits(dec)
+			}
+		}
+		d.Grants = append(d.Grants, row)
+	}
+	c.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Page: "overview", Tenant: t, Data: d})
+}
+
+// ---- keys
+
+type keyRow struct {
+	ID                     int64
+	Name, Prefix, Status   string
+	Remain, Used           billing.Quota
+	Unlimited              bool
+	Balance                bool // Remain and Used are known
+	Daily, Monthly         billing.Quota
+	DailyUsed, MonthlyUsed billing.Quota
+	RPM                    int32
+	TPM                    int64
+	Group, Models          string
+	Expires                int64
+}
+
+var tokenStates = map[v1.TokenState]string{
+	v1.TokenEnabled: "enabled", v1.TokenDisabled: "disabled", v1.TokenExpired: "expired", v1.TokenExhausted: "quota exhausted",
+}
+
+func (c *Console) keys(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
+	ctx := r.Context()
+	list := &v1.ApiTokenList{}
+	if err := c.d.Cache.List(ctx, list, client.InNamespace(t.Namespace)); err != nil {
+		c.fail(w, r, "keys", t, err, "The keys cannot be listed right now.")
+		return
+	}
+	rows := make([]keyRow, 0, len(list.Items))
+	now := c.d.Clock.Now()
+	for i := range list.Items {
+		k := &list.Items[i]
+		if !k.DeletionTimestamp.IsZero() {
+			continue
+		}
+		row := keyRow{ID: k.Status.TokenID, Name: k.Spec.DisplayName, Prefix: k.Status.KeyPrefix,
+			Unlimited: k.Spec.UnlimitedQuota, Daily: billing.Quota(k.Spec.DailyQuota), Monthly: billing.Quota(k.Spec.MonthlyQuota),
+			RPM: k.Spec.RequestsPerMinute, TPM: k.Spec.TokensPerMinute, Group: k.Spec.Group}
+		if row.Prefix == "" {
+			row.Prefix = k.Spec.KeyPrefix
+		}
+		if k.Spec.ModelLimitsEnabled {
+			for j, m := range k.Spec.ModelLimits {
+				if j > 0 {
+					row.Models += ", "
+				}
+				row.Models += string(m)
+			}
+			if row.Models == "" {
+				row.Models = "none"
+			}
+		}
+		if k.Spec.ExpiresAt != nil {
+			row.Expires = k.Spec.ExpiresAt.Unix()
+		}
+		row.Status = keyStatus(k, now)
+		if row.ID != 0 {
+			if b, err := c.d.Ledger.TokenUsage(ctx, row.ID); err == nil {
+				leased, lerr := c.d.Ledger.TokenLeased(ctx, row.ID)
+				if lerr == nil && b.UserID == t.Status.UserID {
+					row.Balance, row.Remain, row.Used = true, b.Remain+leased, b.Used
+					row.DailyUsed, row.MonthlyUsed = b.DailyUsed, b.MonthlyUsed
+				}
+			}
+		}
+		if !row.Balance { // the mirrored figures, until the ledger answers
+			row.Remain, row.Used = billing.Quota(k.Status.RemainQuota), billing.Quota(k.Status.UsedQuota)
+		}
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b keyRow) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Name, b.Name)) })
+	c.render(w, r, http.StatusOK, "keys", view{Title: "Keys", Page: "keys", Tenant: t, Data: rows})
+}
+
+// keyStatus is the contract's status of a key, computed now as the gateway
+// applies it.
+func keyStatus(k *v1.ApiToken, now time.Time) string {
+	switch {
+	case k.Spec.Disabled:
+		return tokenStates[v1.TokenDisabled]
+	case k.Spec.ExpiresAt != nil && !now.Before(k.Spec.ExpiresAt.Time):
+		return tokenStates[v1.TokenExpired]
+	case !meta.IsStatusConditionTrue(k.Status.Conditions, v1.ConditionReady):
+		return "provisioning"
+	}
+	if s, ok := tokenStates[k.Status.State]; ok {
+		return s
+	}
+	return tokenStates[v1.TokenEnabled]
+}
+
+// ---- usage
+
+type bar struct {
+	X, Y, W, H float64
+	LabelX     float64
+	Label      string
+	Title      string
+}
+
+type usageData struct {
+	Start, End    int64
+	Rows          []store.UsageRecord
+	HasMore       bool
+	NextURL       string
+	FirstURL      string
+	IsFirst       bool
+	Windows       []windowLink
+	Bars          []bar
+	ChartW        int
+	ChartH        int
+	MaxCost       string
+	WindowCost    billing.Quota
+	ChartAxisY    float64
+	ChartTop      float64
+	ChartLabelsAt float64
+}
+
+type windowLink struct {
+	Label, URL string
+	Current    bool
+}
+
+// usage shows exactly the rows of GET /api/usage/tokens/requests for the
+// same parameters (start_timestamp, end_timestamp, token_id, page_size,
+// cursor), by the same query; without a window it shows the last 7 days.
+func (c *Console) usage(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	now := c.d.Clock.Now().UTC()
+	if !q.Has("start_timestamp") && !q.Has("end_timestamp") {
+		end := now.Truncate(time.Minute).Add(time.Minute)
+		q.Set("start_timestamp", strconv.FormatInt(end.Add(-7*day).Unix(), 10))
+		q.Set("end_timestamp", strconv.FormatInt(end.Unix(), 10))
+	}
+	uq, msg := store.ParseUsageQuery(q)
+	if msg != "" {
+		c.render(w, r, http.StatusUnprocessableEntity, "usage", view{Title: "Usage", Page: "usage", Tenant: t, Error: msg})
+		return
+	}
+	uq.UserID = t.Status.UserID
+	page, err := c.d.Ledger.ListUsage(ctx, uq)
+	if err != nil {
+		if errors.Is(err, store.ErrInvalidQuery) {
+			c.render(w, r, http.StatusUnprocessableEntity, "usage", view{Title: "Usage", Page: "usage", Tenant: t,
+				Error: "The window or cursor is not valid: a window is at most 31 days and a cursor belongs to its window."})
+			return
+		}
+		c.fail(w, r, "usage", t, err, "Usage cannot be read right now.")
+		return
+	}
+	d := usageData{Start: uq.Start, End: uq.End, Rows: page.Rows, HasMore: page.HasMore, IsFirst: uq.Cursor == ""}
+	base := url.Values{}
+	for _, k := range []string{"start_timestamp", "end_timestamp", "token_id", "page_size"} {
+		if v := q.Get(k); v != "" {
+			base.Set(k, v)
+		}
+	}
+	d.FirstURL = Prefix + "usage?" + base.Encode()
+	if page.HasMore {
+		next := url.Values{}
+		for k, v := range base {
+			next[k] = v
+		}
+		next.Set("cursor", page.NextCursor)
+		d.NextURL = Prefix + "usage?" + next.Encode()
+	}
+	end := now.Truncate(time.Minute).Add(time.Minute)
+	for _, wl := range []struct {
+		label string
+		span  time.Duration
+	}{{"24 hours", day}, {"7 days", 7 * day}, {"30 days", 30 * day}} {
+		v := url.Values{}
+		v.Set("start_timestamp", strconv.FormatInt(end.Add(-wl.span).Unix(), 10))
+		v.Set("end_timestamp", strconv.FormatInt(end.Unix(), 10))
+		d.Windows = append(d.Windows, windowLink{Label: "Last " + wl.label, URL: Prefix + "usage?" + v.Encode(),
+			Current: uq.End-uq.Start == int64(wl.span/time.Second) && uq.End >= end.Unix()-60})
+	}
+	days, err := c.d.Ledger.UsageByDay(ctx, uq.UserID, uq.Start, uq.End)
+	if err != nil {
+		c.fail(w, r, "usage", t, err, "Usage cannot be read right now.")
+		return
+	}
+	chart(&d, days)
+	c.render(w, r, http.StatusOK, "usage", view{Title: "Usage", Page: "usage", Tenant: t, Data: d})
+}
+
+// chart lays out one bar per UTC day of the window, scaled to the most
+// expensive day; the template draws them as SVG rectangles.
+func chart(d *usageData, days []store.DayUsage) {
+	const top, bottom, left, barGap = 12.0, 28.0, 8.0, 2.0
+	first := d.Start - d.Start%86400
+	n := int((d.End - first + 86399) / 86400)
+	n = max(n, 1)
+	byDay := map[int64]store.DayUsage{}
+	var most billing.Quota
+	for _, u := range days {
+		byDay[u.Day] = u
+		most = max(most, u.Quota)
+		d.WindowCost += u.Quota
+	}
+	d.ChartW, d.ChartH = 640, 180
+	slot := (float64(d.ChartW) - 2*left) / float64(n)
+	plot := float64(d.ChartH) - top - bottom
+	d.ChartTop, d.ChartAxisY, d.ChartLabelsAt = top, top+plot, float64(d.ChartH)-8
+	d.MaxCost = most.CostUSD()
+	every := max(1, n/8) // at most about 8 date labels
+	for i := range n {
+		ds := first + int64(i)*86400
+		u := byDay[ds]
+		h := 0.0
+		if most > 0 {
+			h = plot * float64(u.Quota) / float64(most)
+		}
+		if u.Quota > 0 && h < 1 {
+			h = 1
+		}
+		date := time.Unix(ds, 0).UTC()
+		b := bar{X: left + float64(i)*slot + barGap/2, W: max(slot-barGap, 1), H: h, Y: top + plot - h,
+			Title: date.Format("2006-01-02") + ": " + u.Quota.CostUSD() + " USD, " + strconv.FormatInt(u.RequestCount, 10) + " requests"}
+		b.LabelX = b.X + b.W/2
+		if i%every == 0 {
+			b.Label = date.Format("01-02")
+		}
+		d.Bars = append(d.Bars, b)
+	}
+}
+
+// ---- tasks
+
+type taskRow struct {
+	tasks.View
+	Type string
+}
+
+// maxTasks bounds the tasks page: the newest ones.
+const maxTasks = 200
+
+func (c *Console) tasks(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
+	ctx := r.Context()
+	list := &v1.GenerationTaskList{}
+	if err := c.d.Cache.List(ctx, list, client.InNamespace(t.Namespace)); err != nil {
+		c.fail(w, r, "tasks", t, err, "Tasks cannot be listed right now.")
+		return
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b v1.GenerationTask) int {
+		return cmp.Or(b.CreationTimestamp.Compare(a.CreationTimestamp.Time), cmp.Compare(b.Spec.TaskID, a.Spec.TaskID))
+	})
+	rows := []taskRow{}
+	now := c.d.Clock.Now()
+	for i := range items {
+		if len(rows) == maxTasks {
+			break
+		}
+		gt := items[i].DeepCopy()
+		if gt.Spec.UserID != t.Status.UserID {
+			continue
+		}
+		gt.Status.Result = nil // the console lists tasks; it hands out no result links
+		rows = append(rows, taskRow{View: tasks.Render(ctx, gt, nil, now), Type: string(gt.Spec.Type)})
+	}
+	c.render(w, r, http.StatusOK, "tasks", view{Title: "Tasks", Page: "tasks", Tenant: t,
+		Data: map[string]any{"Rows": rows, "Total": len(items), "Limit": maxTasks}})
+}
+
+// ---- prices
+
+func (c *Console) prices(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
+	q := pricing.CatalogQuery{Limit: pricing.MaxCatalogLimit}
+	if after := r.URL.Query().Get("after"); after != "" {
+		pq, err := pricing.ParseCatalogQuery(url.Values{"after": {after}})
+		if err != nil {
+			c.render(w, r, http.StatusBadRequest, "prices", view{Title: "Prices", Page: "prices", Tenant: t, Error: "That page link is not valid."})
+			return
+		}
+		q.After = pq.After
+	}
+	page, err := c.d.Catalog(r.Context(), t, q)
+	if err != nil {
+		c.fail(w, r, "prices", t, err, "The price catalog cannot be built right now.")
+		return
+	}
+	next := ""
+	if page.HasMore {
+		next = Prefix + "prices?" + url.Values{"after": {page.NextAfter}}.Encode()
+	}
+	c.render(w, r, http.StatusOK, "prices", view{Title: "Prices", Page: "prices", Tenant: t,
+		Data: map[string]any{"Page": page, "NextURL": next}})
+}
