@@ -245,7 +245,7 @@ type ModelRouteList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ModelRoute{}, &ModelRouteList{})
+	register(&ModelRoute{}, &ModelRouteList{})
 }
 
 // ConditionDefault is True on a defaultModel route that is the default of
