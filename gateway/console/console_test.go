@@ -50,7 +50,6 @@ type tenant struct {
 	acct        *framework.Account
 	accessToken string
 	userID      string
-	logIDs      map[string]bool // request IDs of its rows
 	t0          int64
 }
 
