@@ -6,9 +6,15 @@ SHELL := /usr/bin/env bash -o pipefail
 
 BIN            ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(BIN)/controller-gen
+GOLANGCI_LINT  ?= $(BIN)/golangci-lint
 HELM           ?= $(BIN)/helm
 GO_TEST_FLAGS  ?= -count=1 -timeout 20m
 DEV_FLAGS      ?=
+# Extra flags for golangci-lint, e.g. GOLANGCI_LINT_FLAGS="--concurrency 2" on a
+# shared machine.
+GOLANGCI_LINT_FLAGS ?=
+# What `make manifests generate` writes; `make verify` checks it is committed.
+GENERATED_PATHS := api config charts
 
 export PATH := $(BIN):$(PATH)
 
@@ -35,13 +41,16 @@ manifests: controller-gen ## Generate CRDs and RBAC into config/ and copy the CR
 	@mkdir -p charts/modelgate/crds && cp config/crd/bases/*.yaml charts/modelgate/crds/
 
 .PHONY: verify
-verify: manifests generate ## Regenerate and fail when generated files differ from the committed ones.
-	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+verify: manifests generate helm-lint ## Regenerate and fail when generated files differ from the committed ones; go.mod tidy; helm lint.
+	@git diff --exit-code -- $(GENERATED_PATHS) || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@new=$$(git ls-files --others --exclude-standard -- $(GENERATED_PATHS)); if [ -n "$$new" ]; then echo "generated files not committed:"; echo "$$new"; exit 1; fi
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 
 .PHONY: lint
-lint: ## go vet and a gofmt check.
+lint: golangci-lint ## go vet, a gofmt check and golangci-lint (.golangci.yml: linters and package layering rules).
 	go vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GOLANGCI_LINT) run $(GOLANGCI_LINT_FLAGS) ./...
 
 ##@ Build and test
 
@@ -50,7 +59,7 @@ build: ## Build bin/modelgate.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/modelgate .
 
 .PHONY: test
-test: envtest manifests generate lint ## Run every test: unit, envtest suites, end to end, then each fuzz target briefly.
+test: envtest lint ## Lint, then run every test: unit, envtest suites, end to end, each fuzz target briefly. Leaves generated files alone (see verify).
 	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -72,6 +81,10 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 3s) each: parsers, translat
 .PHONY: controller-gen
 controller-gen: ## Install controller-gen.
 	@hack/tools.sh controller-gen
+
+.PHONY: golangci-lint
+golangci-lint: ## Install golangci-lint.
+	@hack/tools.sh golangci-lint
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd from the Go module proxy (once; cached).

@@ -430,8 +430,7 @@ func runDev(ctx context.Context, args []string) error {
 	info, err := devenv.WaitForDemo(ctx, kc, objs)
 	if err != nil {
 		stop()
-		<-done
-		return err
+		return errors.Join(err, <-done)
 	}
 	for gw.Addr() == "" && ctx.Err() == nil { // the server binds when the manager starts it
 		time.Sleep(20 * time.Millisecond)
@@ -442,8 +441,7 @@ func runDev(ctx context.Context, args []string) error {
 	info.SystemNamespace = *sysNS
 	if err := devenv.WriteInfo(filepath.Join(dataDir, "dev.json"), info); err != nil {
 		stop()
-		<-done
-		return err
+		return errors.Join(err, <-done)
 	}
 	fmt.Print(devenv.Banner(info, filepath.Join(dataDir, "dev.json")))
 	err = <-done

@@ -3,6 +3,7 @@
 #
 #   hack/tools.sh controller-gen   bin/controller-gen
 #   hack/tools.sh envtest          bin/k8s/<version>/{kube-apiserver,etcd}
+#   hack/tools.sh golangci-lint    bin/golangci-lint
 #   hack/tools.sh helm             bin/helm
 #   hack/tools.sh kustomize        bin/kustomize
 #   hack/tools.sh all
@@ -19,6 +20,8 @@ BIN=${BIN:-$ROOT/bin}
 CACHE=${MODELGATE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelgate/tools}
 
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.23.0}
+# golangci-lint v2.15.0 needs go >= 1.26 and supports go 1.26 code.
+GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # kustomize v5.8.3 needs go >= 1.27.
 KUSTOMIZE_VERSION=${KUSTOMIZE_VERSION:-v5.8.2}
@@ -154,6 +157,7 @@ MOD
 
 case "${1:-all}" in
   controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
+  golangci-lint) go_install golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_LINT_VERSION" ;;
   helm) go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
   kustomize) go_install kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" ;;
   envtest) envtest ;;
@@ -162,5 +166,5 @@ case "${1:-all}" in
     go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
     envtest >/dev/null
     ;;
-  *) echo "usage: $0 controller-gen|helm|kustomize|envtest|envtest-dir|all" >&2; exit 2 ;;
+  *) echo "usage: $0 controller-gen|golangci-lint|helm|kustomize|envtest|envtest-dir|all" >&2; exit 2 ;;
 esac

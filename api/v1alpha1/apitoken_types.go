@@ -201,5 +201,5 @@ type ApiTokenList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ApiToken{}, &ApiTokenList{})
+	register(&ApiToken{}, &ApiTokenList{})
 }

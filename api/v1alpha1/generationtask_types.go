@@ -339,5 +339,5 @@ type GenerationTaskList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GenerationTask{}, &GenerationTaskList{})
+	register(&GenerationTask{}, &GenerationTaskList{})
 }

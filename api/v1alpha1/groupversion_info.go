@@ -1,8 +1,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -10,8 +11,21 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "modelgate.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this package to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// knownTypes are the kinds of this package; each *_types.go file registers
+// its kind and list in init. Only k8s.io/apimachinery is needed, so the api
+// package stays cheap to import (see .golangci.yml, depguard rule "api").
+var knownTypes []runtime.Object
+
+func register(objs ...runtime.Object) { knownTypes = append(knownTypes, objs...) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, knownTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

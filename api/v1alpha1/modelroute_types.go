@@ -237,5 +237,5 @@ type ModelRouteList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ModelRoute{}, &ModelRouteList{})
+	register(&ModelRoute{}, &ModelRouteList{})
 }

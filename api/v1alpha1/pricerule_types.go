@@ -256,5 +256,5 @@ type PriceRuleList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&PriceRule{}, &PriceRuleList{})
+	register(&PriceRule{}, &PriceRuleList{})
 }

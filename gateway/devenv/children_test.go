@@ -37,7 +37,8 @@ func TestStopChildrenEndsChildProcessGroups(t *testing.T) {
 		t.Fatalf("stopped %v, want the child %d among them", stopped, cmd.Process.Pid)
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		t.Logf("the child ended: %v", err)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the child still runs")
 	}

@@ -125,7 +125,7 @@ func ApplyDir(ctx context.Context, c client.Client, dir string) ([]*unstructured
 		return nil, err
 	}
 	for _, o := range objs {
-		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("modelgate-dev"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("modelgate-dev"), client.ForceOwnership); err != nil {
 			return nil, fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}

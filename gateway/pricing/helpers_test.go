@@ -16,7 +16,6 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func dec(s string) *v1.Decimal { d := v1.Decimal(s); return &d }
 func i32(n int32) *int32       { return &n }
-func boolp(b bool) *bool       { return &b }
 
 func res(r string) *v1.PriceConditions { return &v1.PriceConditions{Resolution: r} }
 func vid(b bool) *v1.PriceConditions   { return &v1.PriceConditions{HasVideoInput: &b} }

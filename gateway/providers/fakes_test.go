@@ -45,7 +45,7 @@ func (f *fakeUpstream) last() recorded {
 func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	io.WriteString(w, body)
+	_, _ = io.WriteString(w, body)
 }
 
 // writeSSE streams raw SSE text event by event, flushing each, as the real
@@ -56,7 +56,7 @@ func writeSSE(w http.ResponseWriter, events []string, gap time.Duration) {
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
 	for _, e := range events {
-		io.WriteString(w, e)
+		_, _ = io.WriteString(w, e)
 		fl.Flush()
 		if gap > 0 {
 			time.Sleep(gap)

@@ -402,10 +402,10 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		// The first three events in one write, the rest once released.
-		io.WriteString(w, strings.Join(openAIChatStream[:3], ""))
+		_, _ = io.WriteString(w, strings.Join(openAIChatStream[:3], ""))
 		w.(http.Flusher).Flush()
 		<-release
-		io.WriteString(w, strings.Join(openAIChatStream[3:], ""))
+		_, _ = io.WriteString(w, strings.Join(openAIChatStream[3:], ""))
 	})
 	res, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL},
 		providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})

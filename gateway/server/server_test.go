@@ -33,7 +33,7 @@ func get(t *testing.T, url string) (int, string) {
 
 func TestHealthAndReadiness(t *testing.T) {
 	g := NewWithT(t)
-	var dbErr error = errors.New("connection refused")
+	dbErr := errors.New("connection refused")
 	s, cancel, done := start(t, Options{ReadyChecks: map[string]ReadyCheck{
 		"ledger": func(context.Context) error { return dbErr },
 	}})

@@ -136,7 +136,7 @@ func (s *SSEReader) readLine() ([]byte, error) {
 		}
 		line = s.line
 	}
-	if err != nil && !(err == io.EOF && len(line) > 0) {
+	if err != nil && (err != io.EOF || len(line) == 0) {
 		return nil, err
 	}
 	line = bytes.TrimSuffix(line, []byte{'\n'})

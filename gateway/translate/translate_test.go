@@ -108,7 +108,8 @@ func contractOrder(g Gomega, evs []Event) {
 		g.Expect(typ).To(Equal(e.Name), "event %d", i+1)
 		idx := -1
 		if raw, ok := FieldRaw(e.Data, "index"); ok {
-			fmt.Sscan(string(raw), &idx)
+			_, err := fmt.Sscan(string(raw), &idx)
+			g.Expect(err).NotTo(HaveOccurred(), "event %d: index %s", i+1, raw)
 		}
 		switch e.Name {
 		case "content_block_start":

@@ -14,14 +14,12 @@ import (
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
-// gate blocks every insert until released, and counts the inserts and the
-// rows of each.
+// gate blocks every insert until released, and signals each insert that
+// started.
 type gate struct {
 	s       *store.Store
 	entered chan struct{} // one token per insert that started
 	release chan struct{}
-	mu      sync.Mutex
-	batches []int
 }
 
 func newGate(s *store.Store) *gate {
@@ -29,21 +27,12 @@ func newGate(s *store.Store) *gate {
 }
 
 func (g *gate) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error) {
-	g.mu.Lock()
-	g.batches = append(g.batches, len(rows))
-	g.mu.Unlock()
 	select {
 	case g.entered <- struct{}{}:
 	default:
 	}
 	<-g.release
 	return g.s.InsertUsage(ctx, rows)
-}
-
-func (g *gate) sizes() []int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]int(nil), g.batches...)
 }
 
 func done(a Ack) bool {

@@ -305,13 +305,6 @@ func startReadOnly(t *testing.T, ins Inserter, cfg Config) *Writer {
 	return w
 }
 
-type blocking chan struct{}
-
-func (b blocking) InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error) {
-	<-b
-	return len(rows), nil
-}
-
 // TestWriterSurvivesPostgresRestart stops the real PostgreSQL server while
 // rows flow and starts it again: every row arrives exactly once.
 func TestWriterSurvivesPostgresRestart(t *testing.T) {

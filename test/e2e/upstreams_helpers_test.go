@@ -188,5 +188,3 @@ func ask(t *testing.T, proto string, stream bool, key, model, prompt string) cli
 	}
 	return v
 }
-
-func ptrTo(n int64) *int64 { return &n }

@@ -184,7 +184,7 @@ func newServer(k kind) *Server {
 // Close releases hanging requests and shuts the server down.
 func (s *Server) Close() {
 	s.stopOnce.Do(func() { close(s.stop) })
-	s.Server.CloseClientConnections()
+	s.CloseClientConnections()
 	s.Server.Close()
 }
 
@@ -436,7 +436,6 @@ type sseWriter struct {
 	r     *http.Request
 	reply Reply
 	n     int
-	done  bool
 }
 
 // errDone ends a handler after a stream failure was carried out.

@@ -93,10 +93,10 @@ var imageSizes = map[string][]string{
 }
 
 func family(model string) string {
-	switch {
-	case model == "" || model == "dall-e-2":
+	switch model {
+	case "", "dall-e-2":
 		return "dall-e-2"
-	case model == "dall-e-3":
+	case "dall-e-3":
 		return "dall-e-3"
 	}
 	return "gpt-image"

@@ -136,7 +136,10 @@ func (s *Stack) Stop() error {
 	if s.cancel != nil {
 		s.cancel()
 		select {
-		case <-s.done:
+		case err := <-s.done:
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "framework: the system stopped with an error: %v\n", err)
+			}
 		case <-time.After(Timeout):
 		}
 	}

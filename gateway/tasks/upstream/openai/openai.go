@@ -177,10 +177,10 @@ func Size(size string, o map[string]string) string {
 		return def
 	}
 	s := strings.ToLower(strings.TrimSpace(size))
-	switch {
-	case s == "" || s == "1:1":
+	switch s {
+	case "", "1:1":
 		return opt("squareSize", DefaultSquareSize)
-	case s == "auto":
+	case "auto":
 		return "auto"
 	}
 	for _, sep := range []string{"x", "*"} {

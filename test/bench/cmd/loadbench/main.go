@@ -308,8 +308,8 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	}
 	fmt.Println("\nCPU/req: this process's CPU time (gateway, controllers, bare proxy, fake upstream and load generator) per successful request of the phase.")
 	fmt.Printf("\nusage rows: %d successful gateway requests (warm-up included), %d new usage rows in the ledger", gatewayOK, got)
-	switch {
-	case got == gatewayOK:
+	switch got {
+	case gatewayOK:
 		fmt.Println(" — none dropped")
 	default:
 		fmt.Println(" — MISMATCH")
