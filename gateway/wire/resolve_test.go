@@ -22,11 +22,7 @@ import (
 func TestResolveTokenIDRegistersCreditsBeforeTheController(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ledger, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = ledger.Close() })
-	userID, err := ledger.EnsureTenant(ctx, "uid-tenant", "team-a", "acct")
-	g.Expect(err).NotTo(HaveOccurred())
+	ledger, userID := tenantLedger(t)
 
 	tok := &v1.ApiToken{
 		ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "team-a", UID: "uid-token"},
@@ -58,15 +54,27 @@ func TestResolveTokenIDRegistersCreditsBeforeTheController(t *testing.T) {
 func TestResolveTokenIDRefusesAnInvalidSpec(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ledger, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = ledger.Close() })
-	userID, err := ledger.EnsureTenant(ctx, "uid-tenant", "team-a", "acct")
-	g.Expect(err).NotTo(HaveOccurred())
+	ledger, userID := tenantLedger(t)
 	tok := &v1.ApiToken{
 		ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "team-a", UID: "uid-token"},
 		Spec:       v1.ApiTokenSpec{DisplayName: "ci key", Credits: ptr.To[v1.Decimal]("1e3")},
 	}
-	_, err = resolveTokenID(ledger)(ctx, tok, userID)
+	_, err := resolveTokenID(ledger)(ctx, tok, userID)
 	g.Expect(err).To(HaveOccurred())
+}
+
+// tenantLedger opens a fresh SQLite ledger with one tenant registered.
+func tenantLedger(t *testing.T) (*store.Store, int64) {
+	t.Helper()
+	ctx := context.Background()
+	ledger, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ledger.Close() })
+	userID, err := ledger.EnsureTenant(ctx, "uid-tenant", "team-a", "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger, userID
 }
