@@ -125,30 +125,13 @@ func (r *ApiTokenReconciler) reconcile(ctx context.Context, tok *v1.ApiToken) (c
 	}
 	markSynced(&tok.Status.Conditions, gen)
 	now := r.Clock.Now()
-	tok.Status.State = TokenState(tok, now)
+	tok.Status.State = tok.StateAt(now)
 	setCondition(&tok.Status.Conditions, gen, v1.ConditionReady, true, v1.ReasonReconciled, "key is provisioned and registered")
 	tok.Status.ObservedGeneration = gen
 	if exp := tok.Spec.ExpiresAt; exp != nil && exp.After(now) && exp.Sub(now) < next {
 		next = exp.Sub(now) // requeue exactly at expiry
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
-}
-
-// TokenState computes the contract's token status: disabled beats expired
-// beats exhausted. A key is exhausted once it has spent its whole quota; a
-// key created with no quota is enabled (every request is refused for quota),
-// as the public gateway the contract mirrors reports it.
-func TokenState(tok *v1.ApiToken, now time.Time) v1.TokenState {
-	switch {
-	case tok.Spec.Disabled:
-		return v1.TokenDisabled
-	case tok.Spec.ExpiresAt != nil && !now.Before(tok.Spec.ExpiresAt.Time):
-		return v1.TokenExpired
-	case !tok.Spec.UnlimitedQuota && tok.Status.UsedQuota > 0 && tok.Status.RemainQuota <= 0:
-		return v1.TokenExhausted
-	default:
-		return v1.TokenEnabled
-	}
 }
 
 // readyTenant returns the namespace's Tenant once it has a user ID, or nil.

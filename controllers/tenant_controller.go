@@ -210,16 +210,7 @@ func grantQuota(g v1.Grant) (billing.Quota, error) {
 	if g.Credits == nil {
 		return 0, errors.New("neither credits nor quota is set")
 	}
-	return creditsToQuota(*g.Credits)
-}
-
-// creditsToQuota converts a credits decimal string of a spec to quota.
-func creditsToQuota(credits v1.Decimal) (billing.Quota, error) {
-	d, err := billing.ParseUSD(string(credits)) // same decimal syntax as USD
-	if err != nil {
-		return 0, err
-	}
-	return billing.QuotaFromCredits(d)
+	return billing.QuotaFromCreditsText(string(*g.Credits))
 }
 
 // ensureAccessToken keeps one access token in a Secret owned by the tenant.

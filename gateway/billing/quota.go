@@ -71,6 +71,17 @@ func QuotaFromCredits(credits decimal.Decimal) (Quota, error) {
 	return roundToQuota(credits.Mul(quotaPerCredit))
 }
 
+// QuotaFromCreditsText converts a credits amount written as a plain decimal
+// in a spec (a Tenant grant, an ApiToken's credits; ParseUSD's syntax) to
+// quota.
+func QuotaFromCreditsText(s string) (Quota, error) {
+	d, err := ParseUSD(s)
+	if err != nil {
+		return 0, err
+	}
+	return QuotaFromCredits(d)
+}
+
 // QuotaFromCreditsNumber converts a credit value received as a JSON number
 // (remain_credits, daily_credits, monthly_credits) to quota. It parses the
 // number's text, so 0.1 means exactly one tenth and no binary float is

@@ -7,6 +7,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"html/template"
@@ -138,7 +139,7 @@ func secure(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin") // no URL leaves the site; own form posts keep their Origin
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		if !strings.HasPrefix(r.URL.Path, "/console/static/") && !strings.HasPrefix(r.URL.Path, "/static/") {
+		if !strings.HasPrefix(r.URL.Path, "/console/static/") {
 			h.Set("Cache-Control", "no-store")
 		}
 		next.ServeHTTP(w, r)
@@ -193,14 +194,14 @@ type view struct {
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	var b strings.Builder
+	var b bytes.Buffer
 	if err := c.pages[name].Execute(&b, v); err != nil {
 		slog.ErrorContext(r.Context(), "render console page", "page", name, "error", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = b.WriteTo(w)
 }
 
 // fail renders a page's error without internals.

@@ -73,9 +73,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant)
 		case g.Quota != nil:
 			row.Amount = billing.Quota(*g.Quota)
 		case g.Credits != nil:
-			if dec, err := billing.ParseUSD(string(*g.Credits)); err == nil { // same decimal syntax as USD
-				row.Amount, _ = billing.QuotaFromCredits(dec)
-			}
+			row.Amount, _ = billing.QuotaFromCreditsText(string(*g.Credits))
 		}
 		d.Grants = append(d.Grants, row)
 	}
@@ -155,21 +153,17 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 	c.render(w, r, http.StatusOK, "keys", view{Title: "Keys", Page: "keys", Tenant: t, Data: rows})
 }
 
-// keyStatus is the contract's status of a key, computed now as the gateway
-// applies it.
+// keyStatus is the contract's status of a key now (ApiToken.StateAt, as the
+// controller computes it), or "provisioning" for a usable key the
+// controller has not made ready yet.
 func keyStatus(k *v1.ApiToken, now time.Time) string {
-	switch {
-	case k.Spec.Disabled:
-		return tokenStates[v1.TokenDisabled]
-	case k.Spec.ExpiresAt != nil && !now.Before(k.Spec.ExpiresAt.Time):
-		return tokenStates[v1.TokenExpired]
-	case !meta.IsStatusConditionTrue(k.Status.Conditions, v1.ConditionReady):
-		return "provisioning"
+	st := k.StateAt(now)
+	if st == v1.TokenEnabled || st == v1.TokenExhausted {
+		if !meta.IsStatusConditionTrue(k.Status.Conditions, v1.ConditionReady) {
+			return "provisioning"
+		}
 	}
-	if s, ok := tokenStates[k.Status.State]; ok {
-		return s
-	}
-	return tokenStates[v1.TokenEnabled]
+	return tokenStates[st]
 }
 
 // ---- usage

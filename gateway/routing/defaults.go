@@ -40,7 +40,8 @@ func precedes(a, b *v1.ModelRoute) bool {
 func (r *Router) DefaultModel(ctx context.Context, tenantNamespace string, typ v1.ModelType) (string, error) {
 	for _, ns := range []string{tenantNamespace, r.SystemNamespace} {
 		list := &v1.ModelRouteList{}
-		if err := r.Cache.List(ctx, list, client.InNamespace(ns)); err != nil {
+		// The cache's own objects, as Route reads them: nothing here modifies them.
+		if err := r.Cache.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return "", fmt.Errorf("list routes in %s: %w", ns, err)
 		}
 		if rt := PickDefault(list.Items, typ); rt != nil {

@@ -54,11 +54,11 @@ func initialQuota(spec v1.ApiTokenSpec) (billing.Quota, error) {
 	case spec.Credits != nil && spec.Quota != nil:
 		return 0, errors.New("set at most one of quota or credits")
 	case spec.Credits != nil:
-		d, err := billing.ParseUSD(string(*spec.Credits)) // the same plain decimal syntax as USD
+		q, err := billing.QuotaFromCreditsText(string(*spec.Credits))
 		if err != nil {
 			return 0, fmt.Errorf("credits: %w", err)
 		}
-		return billing.QuotaFromCredits(d)
+		return q, nil
 	case spec.Quota != nil:
 		if *spec.Quota < 0 {
 			return 0, fmt.Errorf("quota %d is negative", *spec.Quota)
