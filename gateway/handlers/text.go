@@ -317,6 +317,7 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*pro
 			uctx = context.WithoutCancel(ctx)
 		}
 		uctx, attempt := startAttempt(uctx, cand, backend.UpstreamModel, i+1)
+		upstreamAttempts(cand.Backend.Name).Inc()
 		res, err := providers.Invoke(uctx, prov, backend, providers.Request{
 			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
 		})
@@ -477,13 +478,8 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, can
 		quota = c.estimate
 	}
 	t.chargeTokenLimits(p, u.TotalTokens())
-	model := c.req.Model
-	mm := modelMetricsFor(model)
-	mm.quota.Add(float64(quota))
-	mm.input.Add(float64(u.PromptTokens()))
-	mm.output.Add(float64(u.OutputTokens))
-	mm.cacheRead.Add(float64(deref(u.CacheReadTokens)))
-	mm.cacheWrite.Add(float64(deref(u.CacheWriteTokens)))
+	modelMetricsFor(c.req.Model).add(quota, u)
+	tenantMetricsFor(p.Tenant.Namespace).add(quota, u)
 	charge, err := t.Leaser.Settle(ctx, c.hold, quota)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "settle", "requestID", c.requestID)

@@ -75,8 +75,9 @@ func TestTracesFollowARequest(t *testing.T) {
 	exp := traceSpans(t)
 	first, next := startFake(t, "openai"), startFake(t, "anthropic")
 	first.SetDefault(fakeupstream.Reply{Status: http.StatusServiceUnavailable})
-	a := fakeBackend(t, "a-first", "openai", first.URL, first.Key(), "up-first")
-	b := fakeBackend(t, "b-next", "anthropic", next.URL, next.Key(), "up-next")
+	// Backend names of this test's own, for the attempt counters.
+	a := fakeBackend(t, "traced-first", "openai", first.URL, first.Key(), "up-first")
+	b := fakeBackend(t, "traced-next", "anthropic", next.URL, next.Key(), "up-next")
 	b.Priority = 5
 	model := uniqueModel("traced")
 	textModel(t, framework.SystemNamespace, model, a, b)
@@ -119,7 +120,7 @@ func TestTracesFollowARequest(t *testing.T) {
 			g.Expect(sa).To(HaveKeyWithValue(telemetry.HTTPStatusCode, attribute.IntValue(200)))
 			g.Expect(sa).To(HaveKeyWithValue(telemetry.HTTPRoute, attribute.StringValue("/v1/messages")))
 			g.Expect(sa).To(HaveKeyWithValue(telemetry.Tenant, attribute.StringValue(acct.Namespace)))
-			g.Expect(sa).To(HaveKeyWithValue(telemetry.Backend, attribute.StringValue("b-next")))
+			g.Expect(sa).To(HaveKeyWithValue(telemetry.Backend, attribute.StringValue("traced-next")))
 			g.Expect(sa[telemetry.RequestID].AsString()).To(Equal(resp.Header.Get("request-id")))
 
 			childOf := func(name string) tracetest.SpanStub {
@@ -149,6 +150,11 @@ func TestTracesFollowARequest(t *testing.T) {
 				fmt.Sprintf("00-%s-%s-01", clientTrace, failed.SpanContext.SpanID())))
 			g.Expect(next.Last().Header.Get("traceparent")).To(Equal(
 				fmt.Sprintf("00-%s-%s-01", clientTrace, served.SpanContext.SpanID())))
+
+			// The same attempts in the Prometheus counters the error-ratio alert reads.
+			g.Expect(metricValue(t, "modelgate_upstream_attempts_total", map[string]string{"backend": "traced-first"})).To(Equal(float64(i + 1)))
+			g.Expect(metricValue(t, "modelgate_upstream_errors_total", map[string]string{"backend": "traced-first", "status": "503"})).To(Equal(float64(i + 1)))
+			g.Expect(metricValue(t, "modelgate_upstream_attempts_total", map[string]string{"backend": "traced-next"})).To(Equal(float64(i + 1)))
 
 			for _, s := range exp.GetSpans() {
 				for _, kv := range s.Attributes {
