@@ -126,7 +126,7 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		t.p.fail(w, status, code, msg)
 		return
 	}
-	call.body, call.req, call.header, call.conv = body, req, r.Header, conv
+	call.body, call.req, call.header, call.conv, call.span = body, req, r.Header, conv, span
 	backend = t.serve(ctx, w, p, call)
 }
 
@@ -144,9 +144,10 @@ type textCall struct {
 	hold       *store.Hold
 	retryAfter time.Duration
 	conv       *conversation
+	// span is the request's server span (a no-op with tracing off);
 	// attempt is the span of the upstream attempt that answered a stream,
 	// ended when the stream is.
-	attempt trace.Span
+	span, attempt trace.Span
 }
 
 // prepare checks the key's rights, finds the route, the price and the quota.
@@ -253,7 +254,7 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 		return ""
 	}
 	defer res.Close()
-	requestServed(trace.SpanFromContext(ctx), cand)
+	requestServed(c.span, cand)
 	if res.Stream == nil {
 		// The body is written only once its usage row is durable: a client
 		// never holds an answer the ledger could lose.
@@ -462,7 +463,7 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, can
 	ctx := context.WithoutCancel(reqCtx) // the client may be gone; the charge is not
 	span := settlementSpan(ctx)
 	var quota billing.Quota
-	defer func() { endSettlement(span, trace.SpanFromContext(ctx), u, int64(quota), cut, err) }()
+	defer func() { endSettlement(span, c.span, u, int64(quota), cut, err) }()
 	rule := c.rule
 	if cand.Group != "" && cand.Group != c.plan[0].Group { // served by a fallback group: its price
 		if r, err := t.Prices().Select(p.Tenant.Namespace, c.req.Model, cand.Group, pricing.Facts{}); err == nil {
