@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/shopspring/decimal"
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,6 +38,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/netguard"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -178,6 +180,28 @@ func setupLogs(dev bool) {
 	logger := zap.New(zap.UseDevMode(dev), zap.Level(zapcore.InfoLevel))
 	ctrl.SetLogger(logger)
 	slog.SetDefault(slog.New(logr.ToSlogHandler(logger)))
+	otel.SetLogger(logger.WithName("otel")) // export failures in the process's own log format
+}
+
+// startTracing installs tracing when the OTEL_* environment asks for an
+// exporter (docs/observability.md), as service modelgate-<cmd> unless
+// OTEL_SERVICE_NAME says otherwise; without one it installs nothing. stop
+// flushes the spans still batched.
+func startTracing(ctx context.Context, cmd string) (stop func(), err error) {
+	shutdown, err := telemetry.Setup(ctx, "modelgate-"+cmd, version)
+	if err != nil {
+		return func() {}, fmt.Errorf("tracing: %w", err)
+	}
+	if telemetry.Enabled() {
+		ctrl.Log.WithName("tracing").Info("exporting traces (OTEL_* environment)")
+	}
+	return func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(flush); err != nil {
+			ctrl.Log.WithName("tracing").Error(err, "flush spans")
+		}
+	}, nil
 }
 
 // managerFlags are the flags of the manager command.
@@ -235,6 +259,11 @@ func runManager(ctx context.Context, args []string) error {
 	registerConcurrency(fs, &m.concurrency)
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
+	stopTracing, err := startTracing(ctx, "manager")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	cfg, ledger, err := c.connect(ctx)
 	if err != nil {
@@ -328,6 +357,11 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.StringVar(&g.metricsAddr, "metrics-bind-address", ":9090", "metrics endpoint address; 0 disables")
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
+	stopTracing, err := startTracing(ctx, "gateway")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	cfg, ledger, err := c.connect(ctx)
 	if err != nil {
@@ -388,6 +422,11 @@ func runDev(ctx context.Context, args []string) error {
 	_ = fs.Parse(args)
 	setupLogs(true)
 	log := ctrl.Log.WithName("dev")
+	stopTracing, err := startTracing(ctx, "dev")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	if err := os.MkdirAll(d.dataDir, 0o700); err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/telemetry"
 )
 
 const (
@@ -87,8 +88,10 @@ func (m *Media) fail(w http.ResponseWriter, status int, typ, message string) {
 // Submit validates a generation request, reserves its quota and creates the
 // GenerationTask; the answer is the queued task.
 func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
 	requestID := newRequestID()
+	ctx, span := startRequestSpan(r, telemetry.OperationGenerateContent, requestID)
+	w, endSpan := traceStatus(w, span)
+	defer endSpan()
 	w.Header().Set("x-request-id", requestID)
 
 	p, f := m.Auth.APIKey(ctx, r, false)
@@ -129,11 +132,13 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, http.StatusBadRequest, errInvalidRequest, "model is required (no default "+string(m.typ)+" model is configured)")
 		return
 	}
+	requestParsed(span, p, model, 0, false)
 	task, status, typ, msg := m.submit(ctx, w, p, model, body, requestID)
 	if status != 0 {
 		m.fail(w, status, typ, msg)
 		return
 	}
+	taskSubmitted(span, model, task.Spec.TaskID)
 	out := tasks.Render(ctx, task, m.Blobs, m.Clock.Now())
 	out.Metadata = map[string]any{}
 	writeJSON(w, http.StatusOK, out)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/providers"
 )
 
 // observed wraps a ResponseWriter to learn the status code and the time of
@@ -63,8 +65,10 @@ func (o *observed) record(endpoint, model, backend string) {
 // Label values come from routes, backends and status codes (bounded sets),
 // never from the client.
 var (
-	requestMetrics sync.Map // [2]string{endpoint, model} → *requestMetric
-	modelMetrics   sync.Map // model → *modelMetric
+	requestMetrics  sync.Map // [2]string{endpoint, model} → *requestMetric
+	modelMetrics    sync.Map // model → *billingMetric
+	tenantMetrics   sync.Map // tenant namespace → *billingMetric
+	attemptCounters sync.Map // backend → prometheus.Counter
 )
 
 type requestMetric struct {
@@ -98,21 +102,47 @@ func (m *requestMetric) requests(backend string, status int) prometheus.Counter 
 	return c.(prometheus.Counter)
 }
 
-// modelMetric holds a model's billing counters.
-type modelMetric struct {
+// billingMetric holds the billing counters of a model or of a tenant.
+type billingMetric struct {
 	quota, input, output, cacheRead, cacheWrite prometheus.Counter
 }
 
-func modelMetricsFor(model string) *modelMetric {
-	if m, ok := modelMetrics.Load(model); ok {
-		return m.(*modelMetric)
+// add counts one settled request's charge and tokens.
+func (m *billingMetric) add(quota billing.Quota, u providers.Usage) {
+	m.quota.Add(float64(quota))
+	m.input.Add(float64(u.PromptTokens()))
+	m.output.Add(float64(u.OutputTokens))
+	m.cacheRead.Add(float64(deref(u.CacheReadTokens)))
+	m.cacheWrite.Add(float64(deref(u.CacheWriteTokens)))
+}
+
+func modelMetricsFor(model string) *billingMetric {
+	return billingMetricsFor(&modelMetrics, model, metrics.QuotaCharged, metrics.Tokens)
+}
+
+func tenantMetricsFor(namespace string) *billingMetric {
+	return billingMetricsFor(&tenantMetrics, namespace, metrics.TenantQuotaCharged, metrics.TenantTokens)
+}
+
+func billingMetricsFor(cache *sync.Map, label string, quota, tokens *prometheus.CounterVec) *billingMetric {
+	if m, ok := cache.Load(label); ok {
+		return m.(*billingMetric)
 	}
-	m, _ := modelMetrics.LoadOrStore(model, &modelMetric{
-		quota:      metrics.QuotaCharged.WithLabelValues(model),
-		input:      metrics.Tokens.WithLabelValues(model, "input"),
-		output:     metrics.Tokens.WithLabelValues(model, "output"),
-		cacheRead:  metrics.Tokens.WithLabelValues(model, "cache_read"),
-		cacheWrite: metrics.Tokens.WithLabelValues(model, "cache_write"),
+	m, _ := cache.LoadOrStore(label, &billingMetric{
+		quota:      quota.WithLabelValues(label),
+		input:      tokens.WithLabelValues(label, "input"),
+		output:     tokens.WithLabelValues(label, "output"),
+		cacheRead:  tokens.WithLabelValues(label, "cache_read"),
+		cacheWrite: tokens.WithLabelValues(label, "cache_write"),
 	})
-	return m.(*modelMetric)
+	return m.(*billingMetric)
+}
+
+// upstreamAttempts is the attempt counter of a backend.
+func upstreamAttempts(backend string) prometheus.Counter {
+	if c, ok := attemptCounters.Load(backend); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := attemptCounters.LoadOrStore(backend, metrics.UpstreamAttempts.WithLabelValues(backend))
+	return c.(prometheus.Counter)
 }

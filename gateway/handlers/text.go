@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -22,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/translate"
 )
 
@@ -68,11 +70,18 @@ func newRequestID() string { return store.NewRequestID() }
 
 // ServeHTTP runs the pipeline.
 func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
 	w := &observed{ResponseWriter: rw, start: time.Now()}
-	var routedModel, backend string
-	defer func() { w.record(string(t.p.endpoint), routedModel, backend) }()
 	requestID := newRequestID()
+	ctx, span := startRequestSpan(r, telemetry.OperationChat, requestID)
+	// Admission (authentication to reservation) ends at prepare's answer,
+	// or here for an earlier refusal; ending it twice is a no-op.
+	_, admission := telemetry.Start(ctx, "admission", trace.SpanKindInternal)
+	var routedModel, backend string
+	defer func() {
+		admission.End()
+		w.record(string(t.p.endpoint), routedModel, backend)
+		endRequestSpan(span, w.status)
+	}()
 	w.Header().Set("request-id", requestID)
 	w.Header().Set("x-request-id", requestID)
 
@@ -96,6 +105,7 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		t.p.fail(w, http.StatusBadRequest, "", msg)
 		return
 	}
+	requestParsed(span, p, req.Model, req.MaxTokens, req.Stream)
 	var conv *conversation
 	if t.p.proto == providers.Responses {
 		if body, conv, msg = t.expandConversation(ctx, p, body); msg != "" {
@@ -106,7 +116,9 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	call, status, code, msg := t.prepare(ctx, p, req, requestID, len(body))
 	if call.route != nil {
 		routedModel = req.Model
+		requestRouted(span, telemetry.OperationChat, req.Model)
 	}
+	endAdmission(admission, status, code, &call)
 	if status != 0 {
 		if status == http.StatusTooManyRequests && call.retryAfter > 0 {
 			apierr.RetryAfter(w, call.retryAfter)
@@ -114,7 +126,7 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		t.p.fail(w, status, code, msg)
 		return
 	}
-	call.body, call.req, call.header, call.conv = body, req, r.Header, conv
+	call.body, call.req, call.header, call.conv, call.span = body, req, r.Header, conv, span
 	backend = t.serve(ctx, w, p, call)
 }
 
@@ -132,6 +144,10 @@ type textCall struct {
 	hold       *store.Hold
 	retryAfter time.Duration
 	conv       *conversation
+	// span is the request's server span (a no-op with tracing off);
+	// attempt is the span of the upstream attempt that answered a stream,
+	// ended when the stream is.
+	span, attempt trace.Span
 }
 
 // prepare checks the key's rights, finds the route, the price and the quota.
@@ -238,6 +254,7 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 		return ""
 	}
 	defer res.Close()
+	requestServed(c.span, cand)
 	if res.Stream == nil {
 		// The body is written only once its usage row is durable: a client
 		// never holds an answer the ledger could lose.
@@ -252,6 +269,9 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 	}
 	capture := &streamCapture{}
 	complete, tail := t.pump(ctx, w, res.Stream, capture.observe)
+	if c.attempt != nil {
+		c.attempt.End()
+	}
 	u := res.Stream.Usage()
 	if !res.Stream.UsageReported() && u.PromptTokens() == 0 {
 		// Never bill a prompt as zero tokens: the admission's estimate.
@@ -297,13 +317,21 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*pro
 		if c.req.Stream {
 			uctx = context.WithoutCancel(ctx)
 		}
+		uctx, attempt := startAttempt(uctx, cand, backend.UpstreamModel, i+1)
+		upstreamAttempts(cand.Backend.Name).Inc()
 		res, err := providers.Invoke(uctx, prov, backend, providers.Request{
 			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
 		})
 		if err == nil {
 			t.Router.Breaker.Success(cand.Key())
+			if res.Stream != nil {
+				c.attempt = attempt // the attempt lasts as long as its stream
+			} else {
+				attempt.End()
+			}
 			return res, cand, nil
 		}
+		attemptFailed(attempt, err)
 		lastErr = err
 		status := 0
 		if ue, ok := providers.AsUpstreamError(err); ok {
@@ -431,15 +459,18 @@ func drain(ctx context.Context, s *providers.Stream) {
 // cut after output began is charged for what was produced, without the
 // minimum charge. The error is the wait's: the client left (the row is
 // still written) or the row could not be stored.
-func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u providers.Usage, cut bool) error {
+func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u providers.Usage, cut bool) (err error) {
 	ctx := context.WithoutCancel(reqCtx) // the client may be gone; the charge is not
+	span := settlementSpan(ctx)
+	var quota billing.Quota
+	defer func() { endSettlement(span, c.span, u, int64(quota), cut, err) }()
 	rule := c.rule
 	if cand.Group != "" && cand.Group != c.plan[0].Group { // served by a fallback group: its price
 		if r, err := t.Prices().Select(p.Tenant.Namespace, c.req.Model, cand.Group, pricing.Facts{}); err == nil {
 			rule = r
 		}
 	}
-	quota, err := rule.Charge(pricing.Usage{
+	quota, err = rule.Charge(pricing.Usage{
 		Requests: 1, InputTextTokens: u.PromptTokens(), CachedTextTokens: deref(u.CacheReadTokens),
 		CacheWriteTokens: deref(u.CacheWriteTokens), OutputTextTokens: u.OutputTokens, Failed: cut,
 	}, c.accepted)
@@ -448,13 +479,8 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, can
 		quota = c.estimate
 	}
 	t.chargeTokenLimits(p, u.TotalTokens())
-	model := c.req.Model
-	mm := modelMetricsFor(model)
-	mm.quota.Add(float64(quota))
-	mm.input.Add(float64(u.PromptTokens()))
-	mm.output.Add(float64(u.OutputTokens))
-	mm.cacheRead.Add(float64(deref(u.CacheReadTokens)))
-	mm.cacheWrite.Add(float64(deref(u.CacheWriteTokens)))
+	modelMetricsFor(c.req.Model).add(quota, u)
+	tenantMetricsFor(p.Tenant.Namespace).add(quota, u)
 	charge, err := t.Leaser.Settle(ctx, c.hold, quota)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "settle", "requestID", c.requestID)
@@ -499,6 +525,7 @@ func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c te
 }
 
 func (t *Text) release(ctx context.Context, c textCall) {
+	defer endRelease(settlementSpan(ctx))
 	if err := t.Leaser.Release(context.WithoutCancel(ctx), c.hold); err != nil {
 		log.FromContext(ctx).Error(err, "release reservation", "requestID", c.requestID)
 	}

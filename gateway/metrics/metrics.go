@@ -35,6 +35,13 @@ var (
 		Help: "Failed upstream attempts by backend and status (0: no response).",
 	}, []string{"backend", "status"})
 
+	// UpstreamAttempts counts upstream attempts by backend, failed or not:
+	// the denominator of a backend's error ratio.
+	UpstreamAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_upstream_attempts_total",
+		Help: "Upstream attempts by backend, failed or not.",
+	}, []string{"backend"})
+
 	// Tokens counts billed tokens by model and kind (input, output, cache_read, cache_write).
 	Tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "modelgate_tokens_total",
@@ -46,6 +53,18 @@ var (
 		Name: "modelgate_quota_charged_total",
 		Help: "Quota units charged, by model (500000 = 1 USD).",
 	}, []string{"model"})
+
+	// TenantTokens and TenantQuotaCharged are the same figures by tenant
+	// (its namespace), not crossed with the model: the series grow with
+	// tenants plus models, not their product.
+	TenantTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_tenant_tokens_total",
+		Help: "Billed tokens by tenant namespace and kind.",
+	}, []string{"tenant", "kind"})
+	TenantQuotaCharged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_tenant_quota_charged_total",
+		Help: "Quota units charged, by tenant namespace (500000 = 1 USD).",
+	}, []string{"tenant"})
 
 	// ReservationsRefused counts requests refused for quota or rate limits.
 	ReservationsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -79,7 +98,8 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(Requests, Duration, TimeToFirstByte, UpstreamErrors, Tokens, QuotaCharged, ReservationsRefused,
+	ctrlmetrics.Registry.MustRegister(Requests, Duration, TimeToFirstByte, UpstreamErrors, UpstreamAttempts, Tokens, QuotaCharged,
+		TenantTokens, TenantQuotaCharged, ReservationsRefused,
 		LeasesSwept, LeaseQuotaReturned, StaleReservationsRefunded, StaleQuotaRefunded)
 }
 

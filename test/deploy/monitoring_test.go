@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 var (
@@ -62,14 +63,20 @@ func TestHelmTemplateDashboardAndAlerts(t *testing.T) {
 	g.Expect(cm.GetAnnotations()).To(HaveKeyWithValue("grafana_folder", "modelgate"))
 	raw := nested(cm, "data", "modelgate.json").(string)
 	var dash struct {
-		UID    string
-		Panels []struct {
+		UID        string
+		Templating struct{ List []struct{ Name string } }
+		Panels     []struct {
 			Title   string
 			Targets []struct{ Expr string }
 		}
 	}
 	g.Expect(json.Unmarshal([]byte(raw), &dash)).To(Succeed(), "the dashboard is valid JSON")
 	g.Expect(dash.UID).To(Equal("modelgate-overview"))
+	var variables []string
+	for _, v := range dash.Templating.List {
+		variables = append(variables, v.Name)
+	}
+	g.Expect(variables).To(ContainElements("datasource", "namespace", "tenant"))
 	var queries strings.Builder
 	for _, p := range dash.Panels {
 		g.Expect(p.Targets).NotTo(BeEmpty(), "panel %q has a query", p.Title)
@@ -80,8 +87,10 @@ func TestHelmTemplateDashboardAndAlerts(t *testing.T) {
 	used := usedMetrics(queries.String())
 	g.Expect(defined).To(ContainElements(used), "every metric the dashboard plots exists")
 	g.Expect(used).To(ContainElements("modelgate_requests_total", "modelgate_request_duration_seconds",
-		"modelgate_upstream_errors_total", "modelgate_tokens_total", "modelgate_quota_charged_total",
-		"modelgate_usage_queue_depth", "modelgate_usage_spool_rows"))
+		"modelgate_upstream_errors_total", "modelgate_upstream_attempts_total", "modelgate_tokens_total",
+		"modelgate_quota_charged_total", "modelgate_tenant_tokens_total", "modelgate_tenant_quota_charged_total",
+		"modelgate_reservations_refused_total", "modelgate_usage_queue_depth", "modelgate_usage_spool_rows"))
+	g.Expect(queries.String()).To(ContainSubstring(`tenant=~"$tenant"`), "the tenant panels follow the tenant variable")
 
 	rule := find(objs, "PrometheusRule", "modelgate")
 	g.Expect(rule).NotTo(BeNil(), "the PrometheusRule")
@@ -99,6 +108,10 @@ func TestHelmTemplateDashboardAndAlerts(t *testing.T) {
 	g.Expect(alerts).To(HaveKey("ModelgateReservationsRefused"))
 	g.Expect(alerts).To(HaveKey("ModelgateManagerWithoutLeader"))
 	g.Expect(alerts["ModelgateUpstreamErrorRatio"]).To(ContainSubstring("> 0.1"), "the threshold comes from the values")
+	g.Expect(usedMetrics(alerts["ModelgateUpstreamErrorRatio"])).To(ConsistOf("modelgate_upstream_errors_total", "modelgate_upstream_attempts_total"),
+		"failed attempts over all attempts, not over finished requests")
+	g.Expect(usedMetrics(alerts["ModelgateUsageSpoolGrowing"])).To(ConsistOf("modelgate_usage_spool_rows"))
+	g.Expect(usedMetrics(alerts["ModelgateReservationsRefused"])).To(ConsistOf("modelgate_reservations_refused_total"))
 	g.Expect(alerts["ModelgateManagerWithoutLeader"]).To(ContainSubstring("leader_election_master_status"))
 	for name, expr := range alerts {
 		g.Expect(expr).To(ContainSubstring(`namespace="`+SystemNamespace+`"`), "%s is scoped to the release", name)
@@ -113,4 +126,45 @@ func TestHelmTemplateMonitoringOffByDefault(t *testing.T) {
 	objs := helmTemplate(t)
 	g.Expect(kinds(objs)).NotTo(HaveKey("PrometheusRule"))
 	g.Expect(find(objs, "ConfigMap", "modelgate-dashboard")).To(BeNil())
+}
+
+// TestHelmTemplateTracing: tracing.enabled sets the standard OTEL_*
+// variables on both components, each under its own service name; by
+// default no OTEL_* variable is set, so the binaries install no tracer.
+func TestHelmTemplateTracing(t *testing.T) {
+	g := NewWithT(t)
+	env := func(d *unstructured.Unstructured) map[string]string {
+		out := map[string]string{}
+		list, _ := container(d)["env"].([]any)
+		for _, e := range list {
+			e := e.(map[string]any)
+			v, _ := e["value"].(string)
+			out[e["name"].(string)] = v
+		}
+		return out
+	}
+	objs := helmTemplate(t, "-f", "test/deploy/testdata/full-values.yaml")
+	for _, component := range []string{"gateway", "manager"} {
+		d := find(objs, "Deployment", "modelgate-"+component)
+		g.Expect(d).NotTo(BeNil())
+		e := env(d)
+		g.Expect(e).To(HaveKeyWithValue("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector.monitoring:4317"), component)
+		g.Expect(e).To(HaveKeyWithValue("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"), component)
+		g.Expect(e).To(HaveKeyWithValue("OTEL_SERVICE_NAME", "modelgate-"+component))
+		g.Expect(e).To(HaveKeyWithValue("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"), component)
+		g.Expect(e).To(HaveKeyWithValue("OTEL_TRACES_SAMPLER_ARG", "0.25"), component)
+		g.Expect(e).To(HaveKeyWithValue("OTEL_RESOURCE_ATTRIBUTES",
+			"k8s.namespace.name="+SystemNamespace+",deployment.environment.name=production"), component)
+	}
+
+	for _, o := range helmTemplate(t) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		for _, name := range envNames(o) {
+			g.Expect(name).NotTo(HavePrefix("OTEL_"), "%s sets %s by default", o.GetName(), name)
+		}
+	}
+	_, err := runTool(helmBin, "template", "modelgate", "charts/modelgate", "--set", "tracing.enabled=true")
+	g.Expect(err).To(HaveOccurred(), "tracing without an endpoint is refused")
 }

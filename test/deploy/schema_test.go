@@ -26,6 +26,8 @@ func TestValuesSchemaRejectsWrongValues(t *testing.T) {
 			[]string{"/database/existingSecret", "minLength"}},
 		{"a port out of range", []string{"--set", "gateway.port=70000"},
 			[]string{"/gateway/port", "maximum"}},
+		{"an OTLP protocol the binaries do not speak", []string{"--set", "tracing.protocol=http/json"},
+			[]string{"/tracing/protocol", "grpc"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -70,6 +70,10 @@ func TestRequestsAreMeasured(t *testing.T) {
 	g.Expect(metricValue(t, "modelgate_time_to_first_byte_seconds", map[string]string{"model": model})).To(Equal(1.0))
 	g.Expect(metricValue(t, "modelgate_tokens_total", map[string]string{"model": model, "kind": "output"})).To(Equal(9.0))
 	g.Expect(metricValue(t, "modelgate_quota_charged_total", map[string]string{"model": model})).To(BeNumerically(">", 0))
+	// The same by tenant: the account's namespace is its own tenant here.
+	g.Expect(metricValue(t, "modelgate_tenant_tokens_total", map[string]string{"tenant": acct.Namespace, "kind": "output"})).To(Equal(9.0))
+	g.Expect(metricValue(t, "modelgate_tenant_quota_charged_total", map[string]string{"tenant": acct.Namespace})).To(
+		Equal(metricValue(t, "modelgate_quota_charged_total", map[string]string{"model": model})))
 
 	// Task phases are exported from the cache (every phase, zero included).
 	families, err := ctrlmetrics.Registry.Gather()

@@ -74,6 +74,32 @@ app.kubernetes.io/component: {{ .component }}
       fieldPath: metadata.namespace
 {{- end -}}
 
+{{/* The OpenTelemetry exporter's standard variables (tracing.*), included
+only when tracing is enabled: by default no OTEL_* variable is set and the
+binaries install no tracer (docs/observability.md). ctx is the root
+context, component the service name's suffix. */}}
+{{- define "modelgate.tracingEnv" -}}
+{{- $t := .ctx.Values.tracing -}}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ required "tracing.endpoint is required when tracing.enabled: the OTLP receiver, such as http://otel-collector.monitoring:4318" $t.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $t.protocol | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "modelgate-%s" .component | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $t.sampler | quote }}
+{{- with $t.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- $attrs := list (printf "k8s.namespace.name=%s" .ctx.Release.Namespace) }}
+{{- range $k, $v := $t.resourceAttributes }}
+{{- $attrs = append $attrs (printf "%s=%s" $k $v) }}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+{{- end -}}
+
 {{/* The blob signing key, when configured. */}}
 {{- define "modelgate.blobEnv" -}}
 - name: MODELGATE_BLOB_DIR
