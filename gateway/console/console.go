@@ -26,6 +26,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/tasks"
 )
 
 // Prefix is where the console is mounted.
@@ -53,7 +54,7 @@ type Ledger interface {
 	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
 	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
 	ListUsage(ctx context.Context, uq store.UsageQuery) (store.Page[store.UsageRecord], error)
-	UsageByDay(ctx context.Context, userID, start, end int64) ([]store.DayUsage, error)
+	UsageSeries(ctx context.Context, q store.SeriesQuery) ([]store.SeriesPoint, error)
 }
 
 // Catalog builds the tenant's price catalog as GET /v1/pricing does
@@ -67,6 +68,9 @@ type Deps struct {
 	// Cache reads the tenant's ApiTokens and GenerationTasks.
 	Cache   client.Reader
 	Catalog Catalog
+	// Results signs the result links of completed tasks, as GET
+	// /v1/{images,videos}/generations/{task_id} does; nil shows no links.
+	Results tasks.Signer
 	Clock   clock.PassiveClock
 	// SessionKey signs session cookies; the same on every replica.
 	SessionKey []byte

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,6 +77,14 @@ func newTenant(t *testing.T, keyName string, rows int) *tenant {
 			UserID: acct.Tenant.Status.UserID, TokenID: acct.Token.Status.TokenID, TokenName: keyName,
 			ModelName: "sim-chat", PromptTokens: 100, CompletionTokens: int64(10 * (i + 1)),
 			BillingPhase: store.PhaseSettled, Quota: billing.Quota(1000 * (i + 1)), Backend: "secret-backend",
+		})
+	}
+	// Two rows of another model, for the chart's split by model.
+	for i := range 2 {
+		urows = append(urows, store.UsageRow{
+			RequestID: fmt.Sprintf("%s-img-%d", acct.Namespace, i), CreatedAt: tn.t0 + 10 + int64(i),
+			UserID: acct.Tenant.Status.UserID, TokenID: acct.Token.Status.TokenID, TokenName: keyName,
+			ModelName: "sim-image", BillingPhase: store.PhaseSettled, Quota: 20000,
 		})
 	}
 	// One row two days ago, for the chart's other bar.
@@ -163,6 +173,9 @@ func page(t *testing.T, path string, c *http.Cookie) string {
 }
 
 var logIDCell = regexp.MustCompile(`<td class="n log-id">(\d+)</td>`)
+
+// groupRow is a row of the chart's breakdown: name, requests, tokens, quota.
+var groupRow = regexp.MustCompile(`<tr class="group"><td><span class="swatch s\d" aria-hidden="true"></span><span class="group-name">([^<]*)</span></td><td class="n">(\d+)</td><td class="n">(\d+)</td><td class="n">(\d+)</td>`)
 
 func logIDs(body string) []string {
 	var ids []string
@@ -308,11 +321,11 @@ func TestConsole(t *testing.T) {
 			t.Error("keys page shows an unescaped name")
 		}
 		body = page(t, "/console/usage", c)
-		if !strings.Contains(body, `<svg id="cost-chart"`) || !strings.Contains(body, `class="bar"`) {
+		if !strings.Contains(body, `<svg id="usage-chart"`) || !strings.Contains(body, `class="bar s0"`) {
 			t.Error("usage page lacks the chart")
 		}
-		if got := logIDs(body); len(got) != 6 {
-			t.Errorf("usage page of the last 7 days has %d rows, want 6", len(got))
+		if got := logIDs(body); len(got) != 8 {
+			t.Errorf("usage page of the last 7 days has %d rows, want 8", len(got))
 		}
 		if strings.Contains(body, "secret-backend") {
 			t.Error("usage page shows the backend")
@@ -361,7 +374,7 @@ func TestConsole(t *testing.T) {
 				}
 			}
 		}
-		if len(api) != 6 || strings.Join(api, ",") != strings.Join(pages, ",") {
+		if len(api) != 8 || strings.Join(api, ",") != strings.Join(pages, ",") {
 			t.Errorf("console rows %v, API rows %v", pages, api)
 		}
 		// The same row shows the API's cost.
@@ -374,6 +387,187 @@ func TestConsole(t *testing.T) {
 		resp, _ := do(t, "GET", fmt.Sprintf("/console/usage?start_timestamp=%d&end_timestamp=%d", a.t0, a.t0+40*86400), nil, c, nil)
 		if resp.StatusCode != http.StatusUnprocessableEntity {
 			t.Errorf("a 40-day window: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("the chart's totals equal the API's rows", func(t *testing.T) {
+		c := signIn(t, a)
+		window := fmt.Sprintf("start_timestamp=%d&end_timestamp=%d", a.t0-3*86400, a.t0+3600)
+		// Every row of the window, summed per model and per key as the chart does.
+		type sums struct{ requests, tokens, quota int64 }
+		byModel, byKey, all := map[string]sums{}, map[string]sums{}, sums{}
+		cursor := ""
+		for {
+			q := window + "&page_size=100"
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			_, next, rows := apiRows(t, a, q)
+			for _, r := range rows {
+				n := func(k string) int64 { v, _ := r[k].(json.Number).Int64(); return v }
+				add := func(m map[string]sums, k string) {
+					s := m[k]
+					s.requests++
+					s.tokens += n("prompt_tokens") + n("completion_tokens")
+					s.quota += n("quota")
+					m[k] = s
+				}
+				add(byModel, r["model_name"].(string))
+				add(byKey, fmt.Sprintf("%s #%s", r["token_name"], r["token_id"]))
+				all.requests++
+				all.quota += n("quota")
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if len(byModel) != 2 || all.requests != 8 {
+			t.Fatalf("the API's rows: %d models, %d rows", len(byModel), all.requests)
+		}
+		breakdown := func(body string) map[string]sums {
+			out := map[string]sums{}
+			for _, m := range groupRow.FindAllStringSubmatch(body, -1) {
+				r, _ := strconv.ParseInt(m[2], 10, 64)
+				tk, _ := strconv.ParseInt(m[3], 10, 64)
+				q, _ := strconv.ParseInt(m[4], 10, 64)
+				out[html.UnescapeString(m[1])] = sums{r, tk, q}
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			query string
+			want  map[string]sums
+		}{
+			{"&split=model", byModel},
+			{"&split=model&bucket=hour&metric=tokens", byModel},
+			{"&split=key&metric=requests", byKey},
+		} {
+			body := page(t, "/console/usage?"+window+tc.query, c)
+			if got := breakdown(body); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%s: the chart's groups %v, the API's %v", tc.query, got, tc.want)
+			}
+			if n := strings.Count(body, `<rect class="bar s`); n < 2 {
+				t.Errorf("%s: %d bar segments", tc.query, n)
+			}
+			if !strings.Contains(body, fmt.Sprintf(`<span id="window-cost">%s</span>`, billing.Quota(all.quota).CostUSD())) {
+				t.Errorf("%s: the window's cost is not %s USD", tc.query, billing.Quota(all.quota).CostUSD())
+			}
+		}
+		// Both models have their own colour, and each hour has one segment
+		// per model used in it (newTenant's rows: sim-chat at t0…t0+4 and
+		// two days before, sim-image at t0+10 and t0+11).
+		body := page(t, "/console/usage?"+window+"&split=model&bucket=hour", c)
+		if !strings.Contains(body, `class="bar s1"`) || strings.Count(body, `<text class="label"`) == 0 {
+			t.Error("the split chart lacks a second colour or its labels")
+		}
+		segments := map[string]bool{fmt.Sprint(a.t0-2*86400-(a.t0-2*86400)%3600, "chat"): true}
+		for _, r := range []struct {
+			at    int64
+			model string
+		}{{a.t0, "chat"}, {a.t0 + 4, "chat"}, {a.t0 + 10, "image"}, {a.t0 + 11, "image"}} {
+			segments[fmt.Sprint(r.at-r.at%3600, r.model)] = true
+		}
+		if got := strings.Count(body, "</rect>"); got != len(segments) {
+			t.Errorf("hourly by model: %d segments, want %d", got, len(segments))
+		}
+		for _, bad := range []string{"&metric=euros", "&split=colour", "&bucket=minute"} {
+			if resp, _ := do(t, "GET", "/console/usage?"+window+bad, nil, c, nil); resp.StatusCode != http.StatusUnprocessableEntity {
+				t.Errorf("%s: %d", bad, resp.StatusCode)
+			}
+		}
+		month := fmt.Sprintf("start_timestamp=%d&end_timestamp=%d&bucket=hour", a.t0-30*86400, a.t0)
+		if resp, _ := do(t, "GET", "/console/usage?"+month, nil, c, nil); resp.StatusCode != http.StatusUnprocessableEntity {
+			t.Errorf("30 days per hour: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("tasks and prices show the tenant's tasks and catalog", func(t *testing.T) {
+		ctx := context.Background()
+		model := "console-image-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+		route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
+			Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileMultiImage,
+				Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Weight: 1, Groups: []v1.GroupName{"default"}}}}}
+		price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
+			Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
+				Unit: v1.UnitRequest, UnitPrice: "0.04"}}
+		for _, o := range []client.Object{route, price} {
+			if err := stack.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), o) })
+			if err := stack.WaitReady(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			if err := stack.WaitCached(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		api := func(method, path, body string) map[string]any {
+			t.Helper()
+			req, _ := http.NewRequest(method, stack.BaseURL+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+a.acct.Key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
+			}
+			return out
+		}
+		taskID := api("POST", "/v1/images/generations", fmt.Sprintf(`{"model":%q,"prompt":"a cat at a console"}`, model))["id"].(string)
+		var done map[string]any
+		for deadline := time.Now().Add(framework.Timeout); ; time.Sleep(100 * time.Millisecond) {
+			done = api("GET", "/v1/images/generations/"+taskID, "")
+			if done["status"] == "completed" && done["billing"].(map[string]any)["status"] == "settled" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s did not complete and settle: %v", taskID, done)
+			}
+		}
+		// The console's cache may lag the API's answer by an event.
+		c := signIn(t, a)
+		var body string
+		for deadline := time.Now().Add(framework.Timeout); ; time.Sleep(100 * time.Millisecond) {
+			body = page(t, "/console/tasks", c)
+			if strings.Contains(body, `class="result"`) || time.Now().After(deadline) {
+				break
+			}
+		}
+		billingView := done["billing"].(map[string]any)
+		for _, want := range []string{"<code>" + taskID + "</code>", model, `class="status-completed">completed`, "100%",
+			`<td class="n">` + billingView["cost_usd"].(string) + `</td>`, `<td class="n">` + billingView["credits"].(string) + `</td>`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("tasks page lacks %q", want)
+			}
+		}
+		link := regexp.MustCompile(`<a class="result" href="([^"]+)"`).FindStringSubmatch(body)
+		if link == nil {
+			t.Fatal("tasks page has no result link")
+		}
+		resp, err := http.Get(html.UnescapeString(link[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "image/") {
+			t.Errorf("the result link answers %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if other := page(t, "/console/tasks", signIn(t, b)); strings.Contains(other, taskID) {
+			t.Error("B's tasks page shows A's task")
+		}
+
+		catalog := api("GET", "/v1/pricing?model="+model, "")["data"].([]any)[0].(map[string]any)
+		p := catalog["prices"].([]any)[0].(map[string]any)
+		body = page(t, "/console/prices", c)
+		row := fmt.Sprintf("<td>%s</td><td>%s</td><td>%s</td>", model, catalog["type"], p["group"])
+		if !strings.Contains(body, row) || !strings.Contains(body, fmt.Sprintf(`<td class="n">%s</td><td>%s</td>`, p["unit_price"], p["unit"])) {
+			t.Errorf("prices page lacks the catalog's row %s at %v %v", row, p["unit_price"], p["unit"])
 		}
 	})
 

@@ -52,7 +52,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant)
 	now := c.d.Clock.Now().UTC()
 	today := now.Truncate(day)
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	days, err := c.d.Ledger.UsageByDay(ctx, userID, month.Unix(), today.Add(day).Unix())
+	days, err := c.d.Ledger.UsageSeries(ctx, store.SeriesQuery{UserID: userID, Start: month.Unix(),
+		End: today.Add(day).Unix(), Bucket: store.BucketDay})
 	if err != nil {
 		c.fail(w, r, "overview", t, err, "Usage cannot be read right now.")
 		return
@@ -62,7 +63,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant)
 	for _, u := range days {
 		d.Month += u.Quota
 		d.MonthRequests += u.RequestCount
-		if u.Day >= today.Unix() {
+		if u.Bucket >= today.Unix() {
 			d.Today += u.Quota
 			d.TodayRequests += u.RequestCount
 		}
@@ -168,29 +169,16 @@ func keyStatus(k *v1.ApiToken, now time.Time) string {
 
 // ---- usage
 
-type bar struct {
-	X, Y, W, H float64
-	LabelX     float64
-	Label      string
-	Title      string
-}
-
 type usageData struct {
-	Start, End    int64
-	Rows          []store.UsageRecord
-	HasMore       bool
-	NextURL       string
-	FirstURL      string
-	IsFirst       bool
-	Windows       []windowLink
-	Bars          []bar
-	ChartW        int
-	ChartH        int
-	MaxCost       string
-	WindowCost    billing.Quota
-	ChartAxisY    float64
-	ChartTop      float64
-	ChartLabelsAt float64
+	Start, End int64
+	Rows       []store.UsageRecord
+	HasMore    bool
+	NextURL    string
+	FirstURL   string
+	IsFirst    bool
+	Windows    []windowLink
+	WindowCost billing.Quota
+	Chart      chartData
 }
 
 type windowLink struct {
@@ -210,7 +198,13 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		q.Set("start_timestamp", strconv.FormatInt(end.Add(-7*day).Unix(), 10))
 		q.Set("end_timestamp", strconv.FormatInt(end.Unix(), 10))
 	}
-	uq, msg := store.ParseUsageQuery(q)
+	rowsQuery := url.Values{} // the API's parameters; the chart's are the console's own
+	for k, v := range q {
+		if k != "metric" && k != "split" && k != "bucket" {
+			rowsQuery[k] = v
+		}
+	}
+	uq, msg := store.ParseUsageQuery(rowsQuery)
 	if msg != "" {
 		c.render(w, r, http.StatusUnprocessableEntity, "usage", view{Title: "Usage", Page: "usage", Tenant: t, Error: msg})
 		return
@@ -228,7 +222,7 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 	}
 	d := usageData{Start: uq.Start, End: uq.End, Rows: page.Rows, HasMore: page.HasMore, IsFirst: uq.Cursor == ""}
 	base := url.Values{}
-	for _, k := range []string{"start_timestamp", "end_timestamp", "token_id", "page_size"} {
+	for _, k := range []string{"start_timestamp", "end_timestamp", "token_id", "page_size", "metric", "split", "bucket"} {
 		if v := q.Get(k); v != "" {
 			base.Set(k, v)
 		}
@@ -248,59 +242,59 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		span  time.Duration
 	}{{"24 hours", day}, {"7 days", 7 * day}, {"30 days", 30 * day}} {
 		v := url.Values{}
+		for _, k := range []string{"metric", "split"} { // the chart's bucket follows the window
+			if q.Get(k) != "" {
+				v.Set(k, q.Get(k))
+			}
+		}
 		v.Set("start_timestamp", strconv.FormatInt(end.Add(-wl.span).Unix(), 10))
 		v.Set("end_timestamp", strconv.FormatInt(end.Unix(), 10))
 		d.Windows = append(d.Windows, windowLink{Label: "Last " + wl.label, URL: Prefix + "usage?" + v.Encode(),
 			Current: uq.End-uq.Start == int64(wl.span/time.Second) && uq.End >= end.Unix()-60})
 	}
-	days, err := c.d.Ledger.UsageByDay(ctx, uq.UserID, uq.Start, uq.End)
+	opts, ok := parseChartOptions(q, uq.End-uq.Start)
+	if !ok {
+		c.render(w, r, http.StatusUnprocessableEntity, "usage", view{Title: "Usage", Page: "usage", Tenant: t,
+			Error: "The chart options are not valid: metric is cost, requests or tokens; split is key or model; bucket is hour or day."})
+		return
+	}
+	points, err := c.d.Ledger.UsageSeries(ctx, store.SeriesQuery{UserID: uq.UserID, Start: uq.Start, End: uq.End,
+		Bucket: opts.Bucket, Split: opts.Split})
+	if errors.Is(err, store.ErrInvalidQuery) {
+		c.render(w, r, http.StatusUnprocessableEntity, "usage", view{Title: "Usage", Page: "usage", Tenant: t,
+			Error: "The chart cannot show this window per hour: an hourly chart covers at most 7 days."})
+		return
+	}
 	if err != nil {
 		c.fail(w, r, "usage", t, err, "Usage cannot be read right now.")
 		return
 	}
-	chart(&d, days)
+	names, err := c.keyNames(r, t)
+	if err != nil {
+		c.fail(w, r, "usage", t, err, "The keys cannot be listed right now.")
+		return
+	}
+	d.Chart = layoutChart(opts, uq.Start, uq.End, points, names)
+	for _, g := range d.Chart.Groups {
+		d.WindowCost += g.Quota
+	}
+	d.Chart.Links = chartLinks(base, opts)
 	c.render(w, r, http.StatusOK, "usage", view{Title: "Usage", Page: "usage", Tenant: t, Data: d})
 }
 
-// chart lays out one bar per UTC day of the window, scaled to the most
-// expensive day; the template draws them as SVG rectangles.
-func chart(d *usageData, days []store.DayUsage) {
-	const top, bottom, left, barGap = 12.0, 28.0, 8.0, 2.0
-	first := d.Start - d.Start%86400
-	n := int((d.End - first + 86399) / 86400)
-	n = max(n, 1)
-	byDay := map[int64]store.DayUsage{}
-	var most billing.Quota
-	for _, u := range days {
-		byDay[u.Day] = u
-		most = max(most, u.Quota)
-		d.WindowCost += u.Quota
+// keyNames are the display names of the tenant's keys by token ID.
+func (c *Console) keyNames(r *http.Request, t *v1.Tenant) (map[int64]string, error) {
+	list := &v1.ApiTokenList{}
+	if err := c.d.Cache.List(r.Context(), list, client.InNamespace(t.Namespace)); err != nil {
+		return nil, err
 	}
-	d.ChartW, d.ChartH = 640, 180
-	slot := (float64(d.ChartW) - 2*left) / float64(n)
-	plot := float64(d.ChartH) - top - bottom
-	d.ChartTop, d.ChartAxisY, d.ChartLabelsAt = top, top+plot, float64(d.ChartH)-8
-	d.MaxCost = most.CostUSD()
-	every := max(1, n/8) // at most about 8 date labels
-	for i := range n {
-		ds := first + int64(i)*86400
-		u := byDay[ds]
-		h := 0.0
-		if most > 0 {
-			h = plot * float64(u.Quota) / float64(most)
+	names := make(map[int64]string, len(list.Items))
+	for i := range list.Items {
+		if k := &list.Items[i]; k.Status.TokenID != 0 {
+			names[k.Status.TokenID] = cmp.Or(k.Spec.DisplayName, k.Name)
 		}
-		if u.Quota > 0 && h < 1 {
-			h = 1
-		}
-		date := time.Unix(ds, 0).UTC()
-		b := bar{X: left + float64(i)*slot + barGap/2, W: max(slot-barGap, 1), H: h, Y: top + plot - h,
-			Title: date.Format("2006-01-02") + ": " + u.Quota.CostUSD() + " USD, " + strconv.FormatInt(u.RequestCount, 10) + " requests"}
-		b.LabelX = b.X + b.W/2
-		if i%every == 0 {
-			b.Label = date.Format("01-02")
-		}
-		d.Bars = append(d.Bars, b)
 	}
+	return names, nil
 }
 
 // ---- tasks
@@ -334,8 +328,11 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		if gt.Spec.UserID != t.Status.UserID {
 			continue
 		}
-		gt.Status.Result = nil // the console lists tasks; it hands out no result links
-		rows = append(rows, taskRow{View: tasks.Render(ctx, gt, nil, now), Type: string(gt.Spec.Type)})
+		expired := gt.Status.ExpiresAt != nil && !now.Before(gt.Status.ExpiresAt.Time)
+		if c.d.Results == nil || expired {
+			gt.Status.Result = nil // links only while the task API would show them
+		}
+		rows = append(rows, taskRow{View: tasks.Render(ctx, gt, c.d.Results, now), Type: string(gt.Spec.Type)})
 	}
 	c.render(w, r, http.StatusOK, "tasks", view{Title: "Tasks", Page: "tasks", Tenant: t,
 		Data: map[string]any{"Rows": rows, "Total": len(items), "Limit": maxTasks}})

@@ -17,18 +17,8 @@ func TestHourlyRollupBackfill(t *testing.T) {
 	eachBackend(t, func(t *testing.T, dsn string) {
 		g := NewWithT(t)
 		ctx := context.Background()
-		driver, dir, dialect, raw := "pgx", "migrations/postgres", goose.DialectPostgres, dsn
-		if strings.HasPrefix(dsn, "sqlite://") {
-			driver, dir, dialect, raw = "sqlite", "migrations/sqlite", goose.DialectSQLite3, "file:"+strings.TrimPrefix(dsn, "sqlite://")
-		}
-		db, err := sql.Open(driver, raw)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer db.Close()
-		sub, err := fs.Sub(migrations, dir)
-		g.Expect(err).NotTo(HaveOccurred())
-		p, err := goose.NewProvider(dialect, db, sub)
-		g.Expect(err).NotTo(HaveOccurred())
-		_, err = p.UpTo(ctx, 1)
+		p, db := gooseProvider(t, dsn)
+		_, err := p.UpTo(ctx, 1)
 		g.Expect(err).NotTo(HaveOccurred())
 		_, err = db.ExecContext(ctx, `INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
 			prompt_tokens, completion_tokens, total_tokens, billing_phase, quota)
@@ -39,5 +29,71 @@ func TestHourlyRollupBackfill(t *testing.T) {
 		page, err := s.SummarizeUsage(ctx, UsageQuery{UserID: 1, Start: 0, End: 3 * 3600})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(page.Rows).To(Equal([]UsageSummary{{TokenID: 1, RequestCount: 2, PromptTokens: 2, CompletionTokens: 4, TotalTokens: 6, Quota: 30}}))
+		// Migration 7 splits the rollup by model, from the same rows.
+		points, err := s.UsageSeries(ctx, SeriesQuery{UserID: 1, Start: 0, End: 3 * 3600, Bucket: BucketHour, Split: SplitModel})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(points).To(Equal([]SeriesPoint{{Bucket: 7200, Model: "m", RequestCount: 2, Tokens: 6, Quota: 30}}))
 	})
+}
+
+// TestRollupByModelMigration upgrades a ledger at schema version 6 whose
+// rollup has rows: migration 7 rebuilds it with models, and migrating down
+// gives the per-key sums back.
+func TestRollupByModelMigration(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		p, db := gooseProvider(t, dsn)
+		_, err := p.UpTo(ctx, 6)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = db.ExecContext(ctx, `INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
+			prompt_tokens, completion_tokens, total_tokens, billing_phase, quota)
+			VALUES ('a', 7200, 1, 1, 'k', 'chat', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 1, 'k', 'image', 1, 2, 3, 'settled', 20),
+			       ('c', 7400, 1, 1, 'k', 'chat', 1, 1, 2, 'settled', 5)`)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = db.ExecContext(ctx, `INSERT INTO usage_hourly (user_id, hour_start, token_id, request_count, prompt_tokens, completion_tokens, quota)
+			VALUES (1, 7200, 1, 3, 3, 5, 35)`)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = p.UpTo(ctx, 7)
+		g.Expect(err).NotTo(HaveOccurred())
+
+		s := openStore(t, dsn)
+		points, err := s.UsageSeries(ctx, SeriesQuery{UserID: 1, Start: 0, End: 3 * 3600, Bucket: BucketHour, Split: SplitModel})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(points).To(Equal([]SeriesPoint{
+			{Bucket: 7200, Model: "chat", RequestCount: 2, Tokens: 5, Quota: 15},
+			{Bucket: 7200, Model: "image", RequestCount: 1, Tokens: 3, Quota: 20},
+		}))
+
+		_, err = p.DownTo(ctx, 6)
+		g.Expect(err).NotTo(HaveOccurred())
+		var n, quota int64
+		g.Expect(db.QueryRowContext(ctx, `SELECT request_count, quota FROM usage_hourly WHERE user_id = 1 AND hour_start = 7200 AND token_id = 1`).
+			Scan(&n, &quota)).To(Succeed())
+		g.Expect([]int64{n, quota}).To(Equal([]int64{3, 35}))
+	})
+}
+
+// gooseProvider opens the raw database behind dsn with the ledger's
+// migrations, to move it to a chosen schema version.
+func gooseProvider(t *testing.T, dsn string) (*goose.Provider, *sql.DB) {
+	t.Helper()
+	driver, dir, dialect, raw := "pgx", "migrations/postgres", goose.DialectPostgres, dsn
+	if strings.HasPrefix(dsn, "sqlite://") {
+		driver, dir, dialect, raw = "sqlite", "migrations/sqlite", goose.DialectSQLite3, "file:"+strings.TrimPrefix(dsn, "sqlite://")
+	}
+	db, err := sql.Open(driver, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	sub, err := fs.Sub(migrations, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(dialect, db, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, db
 }

@@ -350,7 +350,10 @@ func sortedKeys(m map[int64]int64) []int64 {
 }
 
 // hourKey is one row of the usage_hourly rollup.
-type hourKey struct{ userID, hourStart, tokenID int64 }
+type hourKey struct {
+	userID, hourStart, tokenID int64
+	model                      string
+}
 
 type hourSums struct{ count, prompt, completion, quota int64 }
 
@@ -363,7 +366,7 @@ func (s *Store) addHourly(ctx context.Context, tx *sql.Tx, rows []UsageRow) erro
 	}
 	sums := map[hourKey]hourSums{}
 	for _, r := range rows {
-		k := hourKey{r.UserID, hourFloor(r.CreatedAt), r.TokenID}
+		k := hourKey{r.UserID, hourFloor(r.CreatedAt), r.TokenID, r.ModelName}
 		v := sums[k]
 		v.count++
 		v.prompt += r.PromptTokens
@@ -382,13 +385,16 @@ func (s *Store) addHourly(ctx context.Context, tx *sql.Tx, rows []UsageRow) erro
 		if c := cmp.Compare(a.hourStart, b.hourStart); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.tokenID, b.tokenID)
+		if c := cmp.Compare(a.tokenID, b.tokenID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.model, b.model)
 	})
 	return eachChunk(len(keys), func(lo, hi int) error {
-		args := make([]any, 0, (hi-lo)*7)
+		args := make([]any, 0, (hi-lo)*hourlyCols)
 		for _, k := range keys[lo:hi] {
 			v := sums[k]
-			args = append(args, k.userID, k.hourStart, k.tokenID, v.count, v.prompt, v.completion, v.quota)
+			args = append(args, k.userID, k.hourStart, k.tokenID, k.model, v.count, v.prompt, v.completion, v.quota)
 		}
 		if _, err := s.txExec(ctx, tx, s.hourlySQL(hi-lo), args...); err != nil {
 			return fmt.Errorf("update hourly usage: %w", err)
@@ -397,9 +403,12 @@ func (s *Store) addHourly(ctx context.Context, tx *sql.Tx, rows []UsageRow) erro
 	})
 }
 
+// hourlyCols is the number of values per rollup row in hourlySQL.
+const hourlyCols = 8
+
 func (s *Store) hourlySQL(n int) string {
-	return s.q(`INSERT INTO usage_hourly (user_id, hour_start, token_id, request_count, prompt_tokens, completion_tokens, quota)
-		VALUES ` + rowsList(n, 7) + ` ON CONFLICT (user_id, hour_start, token_id) DO UPDATE SET
+	return s.q(`INSERT INTO usage_hourly (user_id, hour_start, token_id, model_name, request_count, prompt_tokens, completion_tokens, quota)
+		VALUES ` + rowsList(n, hourlyCols) + ` ON CONFLICT (user_id, hour_start, token_id, model_name) DO UPDATE SET
 			request_count = usage_hourly.request_count + excluded.request_count,
 			prompt_tokens = usage_hourly.prompt_tokens + excluded.prompt_tokens,
 			completion_tokens = usage_hourly.completion_tokens + excluded.completion_tokens,

@@ -222,7 +222,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 			return nil, err
 		}
 		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
-			Catalog: deps.TenantCatalog, Clock: o.Clock, SessionKey: key})
+			Catalog: deps.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key})
 	}
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())

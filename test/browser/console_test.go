@@ -7,7 +7,9 @@ package browser
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,7 +95,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			rows = append(rows, store.UsageRow{
 				RequestID: fmt.Sprintf("%s-%d-%d", acct.Namespace, d, i), CreatedAt: now.Add(-time.Duration(d)*24*time.Hour - time.Duration(i+1)*time.Minute).Unix(),
 				UserID: acct.Tenant.Status.UserID, TokenID: acct.Token.Status.TokenID, TokenName: "production key",
-				ModelName: "sim-chat", PromptTokens: int64(200 * (i + 1)), CompletionTokens: int64(50 * (d + 1)),
+				ModelName: []string{"sim-chat", "sim-reasoner", "sim-image"}[(d+i)%3], PromptTokens: int64(200 * (i + 1)), CompletionTokens: int64(50 * (d + 1)),
 				BillingPhase: store.PhaseSettled, Quota: billing.Quota(20000 * (d + 1) * (i + 1)),
 			})
 		}
@@ -103,6 +106,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := stack.WaitCached(ctx, acct.Tenant); err != nil {
 		t.Fatal(err)
 	}
+	taskID := completedImageTask(t, stack, acct.Key)
 
 	dir := artifactsDir(t)
 	bctx, cancel := chromedp.NewContext(ctx, chromedp.WithAllocatorOptions(
@@ -196,12 +200,28 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot("04-keys")
 
-	step("usage", chromedp.Click(chromedp.CSS(`nav a[href="/console/usage"]`)), chromedp.WaitVisible(chromedp.CSS("#cost-chart")))
-	bars, err := chromedp.Run(bctx, chromedp.Nodes(chromedp.CSSAll("#cost-chart rect.bar")))
-	if err != nil || len(bars) < 7 {
+	step("usage", chromedp.Click(chromedp.CSS(`nav a[href="/console/usage"]`)), chromedp.WaitVisible(chromedp.CSS("#usage-chart")))
+	bars, err := chromedp.Run(bctx, chromedp.Nodes(chromedp.CSSAll("#usage-chart rect.bar")))
+	if err != nil || len(bars) < 6 {
 		t.Errorf("chart bars: %d, %v", len(bars), err)
 	}
 	shot("05-usage")
+
+	// Split by model: one colour per model, applied by the stylesheet under
+	// the page's CSP, and the breakdown's requests add up to the rows'.
+	step("usage by model", chromedp.Click(chromedp.CSS(`a.opt-split[href*="split=model"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#breakdown tr.group")))
+	fills, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](
+		`[...new Set([...document.querySelectorAll("#usage-chart rect.bar")].map(r => getComputedStyle(r).fill))]`))
+	if err != nil || len(fills) != 4 {
+		t.Errorf("fills of the split chart: %v, %v (want four colours: three models of the rows and the image task's)", fills, err)
+	}
+	requests, err := chromedp.Run(bctx, chromedp.Evaluate[int](
+		`[...document.querySelectorAll("#breakdown tr.group td:nth-child(2)")].reduce((n, td) => n + Number(td.textContent), 0)`))
+	if err != nil || requests != len(rows)+1 {
+		t.Errorf("the breakdown counts %d requests (%v), the ledger has %d rows and one task", requests, err, len(rows))
+	}
+	shot("05b-usage-by-model")
 
 	// Paging: two rows a page over the same window.
 	step("usage, two rows a page",
@@ -217,19 +237,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot("07-usage-page2")
 
-	step("tasks", chromedp.Click(chromedp.CSS(`nav a[href="/console/tasks"]`)), chromedp.WaitVisible(chromedp.CSS("main h1")))
-	if got := text("main"); !strings.Contains(got, "No image or video tasks") {
+	step("tasks", chromedp.Click(chromedp.CSS(`nav a[href="/console/tasks"]`)), chromedp.WaitVisible(chromedp.CSS("#tasks a.result")))
+	if got := text("#tasks"); !strings.Contains(got, taskID) || !strings.Contains(got, "completed") || !strings.Contains(got, "settled") {
 		t.Errorf("tasks page: %q", got)
 	}
 	shot("08-tasks")
 
-	step("prices", chromedp.Click(chromedp.CSS(`nav a[href="/console/prices"]`)), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	step("prices", chromedp.Click(chromedp.CSS(`nav a[href="/console/prices"]`)), chromedp.WaitVisible(chromedp.CSS("#prices")))
+	if got := text("#prices"); !strings.Contains(got, browserImageModel) || !strings.Contains(got, "0.04") {
+		t.Errorf("prices page: %q", got)
+	}
 	shot("09-prices")
 
 	step("overview at phone width", chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/console/overview"), chromedp.WaitVisible(chromedp.CSS("#balance")))
 	shot("10-overview-phone")
-	step("usage at phone width", chromedp.Navigate(base+"/console/usage"), chromedp.WaitVisible(chromedp.CSS("#cost-chart")))
+	step("usage at phone width", chromedp.Navigate(base+"/console/usage"), chromedp.WaitVisible(chromedp.CSS("#usage-chart")))
 	shot("11-usage-phone")
 
 	step("sign out", chromedp.EmulateViewport(1280, 900), chromedp.Click(chromedp.CSS("#signout")),
@@ -239,4 +262,61 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("after sign-out the overview is at %s", location())
 	}
 	shot("12-signed-out")
+}
+
+// browserImageModel is the image model of the browser test's catalog.
+const browserImageModel = "browser-image"
+
+// completedImageTask publishes a simulated image model with a price,
+// submits one task with the key and waits until it is completed and
+// settled, so the tasks and prices pages have something to show.
+func completedImageTask(t *testing.T, stack *framework.Stack, key string) string {
+	t.Helper()
+	ctx := context.Background()
+	route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: browserImageModel, Namespace: framework.SystemNamespace},
+		Spec: v1.ModelRouteSpec{Model: browserImageModel, Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileMultiImage,
+			Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Weight: 1, Groups: []v1.GroupName{"default"}}}}}
+	price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: browserImageModel, Namespace: framework.SystemNamespace},
+		Spec: v1.PriceRuleSpec{Model: browserImageModel, ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
+			Unit: v1.UnitRequest, UnitPrice: "0.04"}}
+	for _, o := range []client.Object{route, price} {
+		if err := stack.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := stack.WaitReady(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := stack.WaitCached(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(method, path, body string) map[string]any {
+		t.Helper()
+		req, err := http.NewRequest(method, stack.BaseURL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	id := call("POST", "/v1/images/generations", `{"model":"`+browserImageModel+`","prompt":"a lighthouse at dusk"}`)["id"].(string)
+	for deadline := time.Now().Add(framework.Timeout); ; time.Sleep(100 * time.Millisecond) {
+		task := call("GET", "/v1/images/generations/"+id, "")
+		if b, _ := task["billing"].(map[string]any); task["status"] == "completed" && b["status"] == "settled" {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s did not complete and settle: %v", id, task)
+		}
+	}
 }

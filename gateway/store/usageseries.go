@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+)
+
+// SeriesSplit is what a usage series is split by.
+type SeriesSplit string
+
+const (
+	SplitNone  SeriesSplit = ""
+	SplitKey   SeriesSplit = "key"
+	SplitModel SeriesSplit = "model"
+)
+
+// Series buckets: an hour or a UTC day.
+const (
+	BucketHour int64 = 3600
+	BucketDay  int64 = 86400
+)
+
+// SeriesQuery asks for a user's usage per bucket of [Start, End) (Unix
+// seconds; Start is rounded down and End up to whole buckets), optionally
+// split by key or by model.
+type SeriesQuery struct {
+	UserID     int64
+	Start, End int64
+	Bucket     int64 // BucketHour or BucketDay
+	Split      SeriesSplit
+}
+
+// SeriesPoint is one bucket of one group: the key's ID or the model's name
+// (both empty without a split).
+type SeriesPoint struct {
+	Bucket       int64 // Unix seconds of the bucket's start
+	TokenID      int64
+	Model        string
+	RequestCount int64
+	Tokens       int64 // prompt plus completion
+	Quota        billing.Quota
+}
+
+// UsageSeries returns a user's usage per bucket, oldest first and then by
+// group, from the hourly rollup; buckets and groups without usage are
+// absent. Because it reads whole hours, a bucket holds every request of its
+// hour or day even where the window starts or ends inside it.
+func (s *Store) UsageSeries(ctx context.Context, q SeriesQuery) ([]SeriesPoint, error) {
+	if q.Bucket != BucketHour && q.Bucket != BucketDay {
+		return nil, fmt.Errorf("%w: a series bucket is an hour or a day", ErrInvalidQuery)
+	}
+	start, end := q.Start-q.Start%q.Bucket, q.End
+	if end%q.Bucket != 0 {
+		end += q.Bucket - end%q.Bucket
+	}
+	limit := int64((MaxUsageWindow + 24*time.Hour) / time.Second)
+	if q.Bucket == BucketHour {
+		limit = 7 * BucketDay
+	}
+	if end <= start || end-start > limit {
+		return nil, fmt.Errorf("%w: a series window must be positive and at most %d days of %s buckets",
+			ErrInvalidQuery, limit/BucketDay, map[int64]string{BucketHour: "hourly", BucketDay: "daily"}[q.Bucket])
+	}
+	group := map[SeriesSplit]string{SplitNone: "0, ''", SplitKey: "token_id, ''", SplitModel: "0, model_name"}[q.Split]
+	if group == "" {
+		return nil, fmt.Errorf("%w: unknown series split %q", ErrInvalidQuery, q.Split)
+	}
+	sqlText := `SELECT hour_start - hour_start % ` + fmt.Sprint(q.Bucket) + `, ` + group + `,
+			CAST(SUM(request_count) AS BIGINT), CAST(SUM(prompt_tokens + completion_tokens) AS BIGINT), CAST(SUM(quota) AS BIGINT)
+		FROM usage_hourly WHERE user_id = ? AND hour_start >= ? AND hour_start < ?
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
+	var out []SeriesPoint
+	err := s.query(ctx, sqlText, []any{q.UserID, start, end}, func(rows *sql.Rows) error {
+		var p SeriesPoint
+		var quota int64
+		if err := rows.Scan(&p.Bucket, &p.TokenID, &p.Model, &p.RequestCount, &p.Tokens, &quota); err != nil {
+			return err
+		}
+		p.Quota = billing.Quota(quota)
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage series of user %d: %w", q.UserID, err)
+	}
+	return out, nil
+}
