@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,6 +41,22 @@ type Upstream struct {
 	chunk      []byte
 	final      []byte // usage chunk + [DONE]
 	bufs       sync.Pool
+	hold       atomic.Pointer[chan struct{}] // see Hold
+}
+
+// Hold makes every stream that starts from now on stop after its first
+// chunk until release is called (or its client leaves): slow streams that
+// cost the upstream nothing while the proxy in front keeps them open.
+func (u *Upstream) Hold() (release func()) {
+	ch := make(chan struct{})
+	u.hold.Store(&ch)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			u.hold.Store(nil)
+			close(ch)
+		})
+	}
 }
 
 // Canned usage of every answer; the gateway bills it.
@@ -119,12 +136,20 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h["Content-Type"] = []string{"text/event-stream"}
 	h["Cache-Control"] = []string{"no-cache"}
 	fl, _ := w.(http.Flusher)
+	hold := u.hold.Load()
 	for i := 0; i < u.opts.Chunks; i++ {
 		if _, err := w.Write(u.chunk); err != nil {
 			return
 		}
 		if fl != nil {
 			fl.Flush() // a real model flushes every token
+		}
+		if i == 0 && hold != nil {
+			select {
+			case <-*hold:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		if u.opts.ChunkDelay > 0 {
 			time.Sleep(u.opts.ChunkDelay)

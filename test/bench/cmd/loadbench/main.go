@@ -70,7 +70,8 @@ func main() {
 		dsn        = flag.String("dsn", "", "ledger DSN (default: SQLite in a temp dir), e.g. postgres://user:pw@host/db")
 		syncPeriod = flag.Duration("sync-period", 0, "controllers' ledger mirror period (0: production default)")
 		profDir    = flag.String("cpuprofile", "", "write CPU profiles of the gateway phases into this directory")
-		modes      = flag.String("modes", "json,stream", "comma-separated: json, stream")
+		modes      = flag.String("modes", "json,stream", "comma-separated: json, stream, open (many slow streams held open at once: memory per stream)")
+		openN      = flag.Int("open-streams", 10000, "streams held open at once in mode open")
 		rounds     = flag.Int("rounds", 5, "split each target's measured time into this many rounds, cycling through the targets")
 		warm       = flag.Bool("warmup", true, "send one gateway request per token before measuring (takes each token's quota lease)")
 		timeout    = flag.Duration("timeout", 25*time.Minute, "abort the whole run after this long")
@@ -92,7 +93,7 @@ func main() {
 	timer := time.AfterFunc(*timeout, func() { log.Printf("FAIL: run exceeded -timeout %s", *timeout); os.Exit(2) })
 	defer timer.Stop()
 	if err := run(*conc, *dur, *n, *tokens, *routes, *tenants, *writers, *chunks, *chunkDelay, *dsn, *syncPeriod,
-		*profDir, strings.Split(*modes, ","), max(*rounds, 1), *warm, *verbose, durable); err != nil {
+		*profDir, strings.Split(*modes, ","), max(*rounds, 1), *warm, *verbose, durable, *openN); err != nil {
 		log.Printf("FAIL: %v", err)
 		os.Exit(1)
 	}
@@ -108,7 +109,8 @@ func loadavg() string {
 }
 
 func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, chunks int, chunkDelay time.Duration,
-	dsn string, syncPeriod time.Duration, profDir string, modes []string, rounds int, warm, verbose bool, durable usagelog.Durability) (err error) {
+	dsn string, syncPeriod time.Duration, profDir string, modes []string, rounds int, warm, verbose bool, durable usagelog.Durability,
+	openN int) (err error) {
 	ctx := context.Background()
 	log.Printf("loadbench: %s, GOMAXPROCS %d, NumCPU %d, load average %s", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
 
@@ -212,7 +214,21 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	// alike instead of on whichever phase it happens to hit.
 	var rows []row
 	targets := []string{"upstream direct", "bare ReverseProxy", "modelgate"}
+	var opens []openRow
 	for _, mode := range modes {
+		if mode == "open" {
+			for _, target := range targets {
+				r := openStreams(ctx, target, bases[target], up, newReq, openN)
+				if target == "modelgate" {
+					gatewayOK += int64(r.Completed)
+				}
+				for _, c := range r.Errors {
+					failed += c
+				}
+				opens = append(opens, openRow{target, r})
+			}
+			continue
+		}
 		stream := mode == "stream"
 		merged := map[string]*bench.Result{}
 		cpu := map[string]time.Duration{}
@@ -284,28 +300,31 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	fmt.Println()
 	fmt.Printf("modelgate loadbench — %s, %d concurrent clients, %s per target and mode in %d rounds, %d tokens, %d routes, %d stream chunks, ledger %s, load average now %s\n\n",
 		time.Now().Format("2006-01-02 15:04 MST"), conc, dur, rounds, nTokens, nRoutes, chunks, strings.SplitN(ledgerName, " ", 2)[0], loadavg())
-	fmt.Println("| target | mode | req/s | p50 | p99 | CPU/req | added p50 | added p99 | added CPU/req vs bare proxy | % of bare proxy req/s |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	find := func(target, mode string) row {
-		for _, r := range rows {
-			if r.target == target && r.mode == mode {
-				return r
+	if len(rows) > 0 {
+		fmt.Println("| target | mode | req/s | p50 | p99 | CPU/req | added p50 | added p99 | added CPU/req vs bare proxy | % of bare proxy req/s |")
+		fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		find := func(target, mode string) row {
+			for _, r := range rows {
+				if r.target == target && r.mode == mode {
+					return r
+				}
 			}
+			return row{}
 		}
-		return row{}
-	}
-	for _, r := range rows {
-		add50, add99, addCPU, pct := "", "", "", ""
-		if r.target == "modelgate" {
-			d, p := find("upstream direct", r.mode), find("bare ReverseProxy", r.mode)
-			add50 = ms(r.r.Pct(50) - d.r.Pct(50))
-			add99 = ms(r.r.Pct(99) - d.r.Pct(99))
-			addCPU = us(r.cpuPerReq() - p.cpuPerReq())
-			pct = fmt.Sprintf("%.0f%%", 100*r.r.RPS()/p.r.RPS())
+		for _, r := range rows {
+			add50, add99, addCPU, pct := "", "", "", ""
+			if r.target == "modelgate" {
+				d, p := find("upstream direct", r.mode), find("bare ReverseProxy", r.mode)
+				add50 = ms(r.r.Pct(50) - d.r.Pct(50))
+				add99 = ms(r.r.Pct(99) - d.r.Pct(99))
+				addCPU = us(r.cpuPerReq() - p.cpuPerReq())
+				pct = fmt.Sprintf("%.0f%%", 100*r.r.RPS()/p.r.RPS())
+			}
+			fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", r.target, r.mode, r.r.RPS(), ms(r.r.Pct(50)), ms(r.r.Pct(99)),
+				us(r.cpuPerReq()), add50, add99, addCPU, pct)
 		}
-		fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", r.target, r.mode, r.r.RPS(), ms(r.r.Pct(50)), ms(r.r.Pct(99)),
-			us(r.cpuPerReq()), add50, add99, addCPU, pct)
 	}
+	printOpens(opens)
 	fmt.Println("\nCPU/req: this process's CPU time (gateway, controllers, bare proxy, fake upstream and load generator) per successful request of the phase.")
 	fmt.Printf("\nusage rows: %d successful gateway requests (warm-up included), %d new usage rows in the ledger", gatewayOK, got)
 	switch got {
