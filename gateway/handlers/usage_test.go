@@ -37,6 +37,8 @@ var _ = Describe("usage endpoints", func() {
 		acct, err = stack.NewAccount(ctx, v1.TenantSpec{Grants: []v1.Grant{{ID: "g", Credits: credits("1000")}}},
 			v1.ApiTokenSpec{Quota: ptr.To[int64](1000000)})
 		Expect(err).NotTo(HaveOccurred())
+		// The access token works once this gateway's cache has the tenant.
+		Expect(stack.WaitCached(ctx, acct.Tenant)).To(Succeed())
 		headers = map[string]string{
 			"Authorization": "Bearer " + accessToken(acct),
 			"X-User-Id":     strconv.FormatInt(acct.Tenant.Status.UserID, 10),
