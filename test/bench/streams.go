@@ -32,7 +32,8 @@ type OpenResult struct {
 	// Held is the growth of the Go heap and stacks in use (after a GC) with
 	// every stream open, over the same figure before the first one.
 	Held       uint64
-	Goroutines int // growth of the goroutine count, likewise
+	Stacks     uint64 // the part of Held that is goroutine stacks
+	Goroutines int    // growth of the goroutine count, likewise
 	OpenTime   time.Duration
 	Errors     map[string]int
 }
@@ -56,7 +57,7 @@ func (o OpenStreams) Run(ctx context.Context) OpenResult {
 		res.Errors[reason]++
 		mu.Unlock()
 	}
-	before, g0 := inUse()
+	before, st0, g0 := inUse()
 	release := o.Upstream.Hold()
 	defer release()
 
@@ -118,8 +119,8 @@ func (o OpenStreams) Run(ctx context.Context) OpenResult {
 	}
 	res.OpenTime = time.Since(begin)
 	res.Opened = int(opened.Load())
-	after, g1 := inUse()
-	res.Held, res.Goroutines = after-min(before, after), g1-g0
+	after, st1, g1 := inUse()
+	res.Held, res.Stacks, res.Goroutines = after-min(before, after), st1-min(st0, st1), g1-g0
 	close(done)
 	release()
 	wg.Wait()
@@ -127,14 +128,14 @@ func (o OpenStreams) Run(ctx context.Context) OpenResult {
 	return res
 }
 
-// inUse is the heap and stack memory in use after a collection, and the
-// number of goroutines.
-func inUse() (uint64, int) {
+// inUse is the heap and stack memory in use after a collection, the stacks
+// alone, and the number of goroutines.
+func inUse() (uint64, uint64, int) {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse + m.StackInuse, runtime.NumGoroutine()
+	return m.HeapInuse + m.StackInuse, m.StackInuse, runtime.NumGoroutine()
 }
 
 func shortError(err error) string {

@@ -30,9 +30,9 @@ func openStreams(ctx context.Context, target, base string, up *bench.Upstream,
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}, Timeout: 5 * time.Minute}
 	defer client.CloseIdleConnections()
 	r := bench.OpenStreams{N: n, Ramp: 256, Client: client, NewRequest: newReq(base, true), Upstream: up}.Run(ctx)
-	log.Printf("%-17s open   %d of %d streams open in %s, %d completed: %.1f KiB and %.1f goroutines per open stream %v",
+	log.Printf("%-17s open   %d of %d streams open in %s, %d completed: %.1f KiB (%.1f KiB of stacks) and %.1f goroutines per open stream %v",
 		target, r.Opened, n, r.OpenTime.Round(time.Millisecond), r.Completed, float64(r.PerStream())/1024,
-		float64(r.Goroutines)/float64(max(r.Opened, 1)), r.Errors)
+		float64(r.Stacks)/1024/float64(max(r.Opened, 1)), float64(r.Goroutines)/float64(max(r.Opened, 1)), r.Errors)
 	return r
 }
 
