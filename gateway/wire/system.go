@@ -18,10 +18,10 @@ import (
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
 	"github.com/modelgate/modelgate/gateway/metrics"
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 )
 
 // SystemOptions configure the whole system: the controllers, the gateway or
@@ -162,7 +162,7 @@ func (s *System) Start(ctx context.Context) error { return s.Manager.Start(ctx) 
 // provider or an asynchronous media adapter. The ModelRoute controller
 // refuses routes to any other.
 func KnownProvider(name string) bool {
-	if _, ok := providers.Get(name); ok {
+	if builtin.Registry().Known(name) {
 		return true
 	}
 	_, ok := upstream.Get(name)

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // Name is the provider's registered name.
@@ -16,39 +16,37 @@ const Name = "openai"
 // DefaultBaseURL is used when a backend has no base URL.
 const DefaultBaseURL = "https://api.openai.com/v1"
 
-func init() { providers.Register(Name, New(nil)) }
-
 // Provider sends chat-completions and responses requests.
 type Provider struct {
 	client *http.Client
 }
 
-// New returns a provider using client (nil: providers.Client).
+// New returns a provider using client (nil: upstream.Client).
 func New(client *http.Client) *Provider {
 	if client == nil {
-		client = providers.Client
+		client = upstream.Client
 	}
 	return &Provider{client: client}
 }
 
-// Protocols implements providers.Provider: chat completions first, so that a
+// Protocols implements upstream.TextProvider: chat completions first, so that a
 // messages client is translated to the most widely implemented API.
-func (*Provider) Protocols() []providers.Protocol {
-	return []providers.Protocol{providers.ChatCompletions, providers.Responses}
+func (*Provider) Protocols() []upstream.Protocol {
+	return []upstream.Protocol{upstream.ChatCompletions, upstream.Responses}
 }
 
-// Send implements providers.Provider. Backend options: "organization" and
+// Send implements upstream.TextProvider. Backend options: "organization" and
 // "project" set the OpenAI-Organization and OpenAI-Project headers.
-func (p *Provider) Send(ctx context.Context, b providers.Backend, proto providers.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
 	base := b.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
 	}
 	path := "/v1/chat/completions"
-	if proto == providers.Responses {
+	if proto == upstream.Responses {
 		path = "/v1/responses"
 	}
-	req, err := providers.NewJSONRequest(ctx, providers.Endpoint(base, path), body, stream)
+	req, err := upstream.NewJSONRequest(ctx, upstream.Endpoint(base, path), body, stream)
 	if err != nil {
 		return nil, err
 	}
