@@ -69,7 +69,7 @@ FUZZ_TARGETS := \
 	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
 	./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel \
 	./gateway/handlers:FuzzParseText ./gateway/upstream:FuzzStreamFromBody \
-	./gateway/tasks/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
+	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
 FUZZTIME ?= 3s
 
 .PHONY: fuzz

@@ -26,7 +26,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
@@ -80,6 +80,8 @@ var _ TaskLedger = (*store.Store)(nil)
 type GenerationTaskReconciler struct {
 	Client client.Client
 	Ledger TaskLedger
+	// Upstreams are the adapters tasks run on (builtin.Registry()).
+	Upstreams *upstream.Registry
 	// Blobs receives generated assets; nil fails simulated tasks.
 	Blobs *blob.Store
 	Clock clock.PassiveClock
@@ -565,7 +567,7 @@ func (r *GenerationTaskReconciler) cancelUpstream(ctx context.Context, t *v1.Gen
 	if err != nil || backend == nil {
 		return
 	}
-	ad, ok := upstream.Get(backend.Provider)
+	ad, ok := r.Upstreams.Task(backend.Provider)
 	if !ok {
 		return
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 )
 
 // These specs drive the GenerationTask reconciler step by step with a fake
@@ -82,7 +83,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 			BaseURL: func() string { return "http://files.test" }})
 		Expect(err).NotTo(HaveOccurred())
 		recorded = events.NewFakeRecorder(100)
-		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Blobs: blobs, Clock: clk, Retention: retention, Events: recorded}
+		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk, Retention: retention, Events: recorded}
 	})
 
 	// submit does what the gateway does: reserve, then create the task.

@@ -27,10 +27,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/netguard"
 	"github.com/modelgate/modelgate/gateway/tasks"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
-	// The adapters register themselves.
-	_ "github.com/modelgate/modelgate/gateway/tasks/upstream/openai"
-	_ "github.com/modelgate/modelgate/gateway/tasks/upstream/taskapi"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // Upstream task defaults (backend options override them: "timeout",
@@ -59,14 +56,14 @@ const (
 var upstreamJitter = rand.Float64
 
 // runUpstream runs a task on a real upstream through its adapter
-// (gateway/tasks/upstream): submit once (recording the upstream task ID
+// (gateway/upstream): submit once (recording the upstream task ID
 // before the first poll, so a restarted manager polls instead of submitting
 // again), move to the next backend of the plan while nothing was accepted,
 // poll with back-off, then store the outputs in the blob store and settle
 // through complete, or refund through fail.
 func (r *GenerationTaskReconciler) runUpstream(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
 	route *v1.ModelRoute, b *v1.Backend, now time.Time) (ctrl.Result, error) {
-	ad, ok := upstream.Get(b.Provider)
+	ad, ok := r.Upstreams.Task(b.Provider)
 	if !ok {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("provider %q has no asynchronous media adapter in this release", b.Provider))
 	}
@@ -90,7 +87,7 @@ func (r *GenerationTaskReconciler) runUpstream(ctx context.Context, t *v1.Genera
 }
 
 func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
-	route *v1.ModelRoute, b *v1.Backend, ad upstream.Adapter, now time.Time) (ctrl.Result, error) {
+	route *v1.ModelRoute, b *v1.Backend, ad upstream.TaskAdapter, now time.Time) (ctrl.Result, error) {
 	st := &t.Status
 	if limit := max(MaxUpstreamAttempts, len(sub.Backends)); int(st.Attempts) >= limit {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("the task was submitted upstream %d times without a result", st.Attempts))
@@ -106,7 +103,7 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 	st.Backend, st.Attempts = b.Name, st.Attempts+1
 	s, err := ad.Submit(ctx, call)
 	if err != nil {
-		ue := upstream.AsError(err)
+		ue := upstream.Classify(err)
 		if ue.Class != upstream.Permanent {
 			return r.failover(ctx, t, sub, route, b, now, ue)
 		}
@@ -136,7 +133,7 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 
 // pollUpstream asks the upstream once and acts on the answer.
 func (r *GenerationTaskReconciler) pollUpstream(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
-	route *v1.ModelRoute, b *v1.Backend, ad upstream.Adapter, now time.Time) (ctrl.Result, error) {
+	route *v1.ModelRoute, b *v1.Backend, ad upstream.TaskAdapter, now time.Time) (ctrl.Result, error) {
 	st := &t.Status
 	if st.StartedAt == nil {
 		started := metav1.NewTime(now)
@@ -157,7 +154,7 @@ func (r *GenerationTaskReconciler) pollUpstream(ctx context.Context, t *v1.Gener
 	}
 	s, err := ad.Poll(ctx, call, st.UpstreamTaskID)
 	if err != nil {
-		ue := upstream.AsError(err)
+		ue := upstream.Classify(err)
 		if ue.Class == upstream.Permanent {
 			log.FromContext(ctx).Info("upstream task query failed for good", "task", t.Spec.TaskID, "backend", b.Name, "error", ue.Error())
 			return ctrl.Result{}, r.fail(ctx, t, now, "the upstream lost the task: "+ue.Message)
@@ -227,10 +224,10 @@ func (r *GenerationTaskReconciler) failover(ctx context.Context, t *v1.Generatio
 	route *v1.ModelRoute, cur *v1.Backend, now time.Time, cause *upstream.Error) (ctrl.Result, error) {
 	st := &t.Status
 	log.FromContext(ctx).Info("backend did not accept the task", "task", t.Spec.TaskID, "backend", cur.Name,
-		"status", cause.Status, "retry", cause.Retry, "error", cause.Error())
+		"status", cause.Status, "retry", cause.Retryable, "error", cause.Error())
 	next, wrapped := nextBackend(route, sub.Backends, cur.Name)
 	limit := max(MaxUpstreamAttempts, len(sub.Backends))
-	if next == nil || (wrapped && !cause.Retry) || int(st.Attempts) >= limit {
+	if next == nil || (wrapped && !cause.Retryable) || int(st.Attempts) >= limit {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("no backend accepted the task (%d attempts); last error: %s",
 			st.Attempts, cause.Message))
 	}
@@ -368,7 +365,7 @@ func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.Gener
 		return c, &upstream.Error{Class: upstream.Failover,
 			Message: fmt.Sprintf("the credential Secret %s/%s of backend %q has no key %q", route.Namespace, ref.Name, b.Name, ref.Key)}
 	}
-	c.Backend.Credential = key
+	c.Backend.APIKey = key
 	return c, nil
 }
 
@@ -446,13 +443,13 @@ func (r *GenerationTaskReconciler) download(ctx context.Context, t *v1.Generatio
 		// Reason, not err: a transport error names the full URL (signed
 		// query included) and the address it resolved to, and this one is
 		// logged.
-		return "", &upstream.Error{Class: upstream.Transient, Message: "the output could not be downloaded", Retry: true,
+		return "", &upstream.Error{Class: upstream.Transient, Message: "the output could not be downloaded", Retryable: true,
 			Err: errors.New(netguard.Reason(err))}
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return "", &upstream.Error{Class: upstream.Transient, Status: resp.StatusCode, Retry: true,
+		return "", &upstream.Error{Class: upstream.Transient, Status: resp.StatusCode, Retryable: true,
 			Message: "the output download answered " + resp.Status}
 	case resp.StatusCode != http.StatusOK:
 		return "", &upstream.Error{Class: upstream.Permanent, Status: resp.StatusCode,
@@ -474,7 +471,7 @@ func (r *GenerationTaskReconciler) download(ctx context.Context, t *v1.Generatio
 		}
 		if lr.ReadErr != nil {
 			// No Err: a read error names both ends' addresses, and this one is logged.
-			return "", &upstream.Error{Class: upstream.Transient, Message: "the output download was cut off", Retry: true}
+			return "", &upstream.Error{Class: upstream.Transient, Message: "the output download was cut off", Retryable: true}
 		}
 		return "", fmt.Errorf("store: %w", err)
 	}
@@ -524,7 +521,7 @@ func isAlnum(s string) bool {
 }
 
 // imageUsage is the task status form of an upstream's token usage.
-func imageUsage(u *upstream.Usage) *v1.ImageTokenUsage {
+func imageUsage(u *upstream.ImageUsage) *v1.ImageTokenUsage {
 	if !u.Valid() {
 		return nil
 	}

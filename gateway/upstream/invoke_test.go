@@ -83,13 +83,6 @@ func TestBackendNeverShowsItsKey(t *testing.T) {
 	g.Expect(buf.String()).To(ContainSubstring(`"name":"b1"`))
 }
 
-func TestEndpoint(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(upstream.Endpoint("https://api.openai.com/v1", "/v1/responses")).To(Equal("https://api.openai.com/v1/responses"))
-	g.Expect(upstream.Endpoint("https://api.anthropic.com/", "/v1/messages")).To(Equal("https://api.anthropic.com/v1/messages"))
-	g.Expect(upstream.Endpoint("http://x/proxy/v1/", "/v1/chat/completions")).To(Equal("http://x/proxy/v1/chat/completions"))
-}
-
 // The model is rewritten in the forwarded body and in the answer; every
 // other byte passes through untouched.
 func TestAnthropicPassThroughKeepsBytes(t *testing.T) {

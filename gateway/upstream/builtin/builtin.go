@@ -6,6 +6,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
 	"github.com/modelgate/modelgate/gateway/upstream/openai"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
+	"github.com/modelgate/modelgate/gateway/upstream/taskapi"
 )
 
 // registry is built once, at package initialisation: adapters share the
@@ -16,6 +17,7 @@ var registry = upstream.NewRegistry(
 	upstream.Entry{Name: openai.Name, Adapter: openai.New(nil)},
 	upstream.Entry{Name: simulated.Name, Adapter: simulated.New(upstream.Messages)},
 	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
+	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
 )
 
 // Registry returns the built-in adapters.

@@ -1,5 +1,6 @@
-// Package openai is the provider for upstreams that speak OpenAI's Chat
-// Completions and Responses APIs.
+// Package openai is the adapter for upstreams that speak OpenAI's APIs: Chat
+// Completions and Responses for text, the Images API for image tasks
+// (images.go). One route backend kind, "openai", serves both.
 package openai
 
 import (
@@ -16,7 +17,8 @@ const Name = "openai"
 // DefaultBaseURL is used when a backend has no base URL.
 const DefaultBaseURL = "https://api.openai.com/v1"
 
-// Provider sends chat-completions and responses requests.
+// Provider sends chat-completions and responses requests, and image
+// generation tasks.
 type Provider struct {
 	client *http.Client
 }
