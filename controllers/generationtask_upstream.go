@@ -15,11 +15,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -28,6 +25,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/netguard"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 // Upstream task defaults (backend options override them: "timeout",
@@ -339,34 +337,13 @@ func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.Gener
 			return upstream.Call{}, err
 		}
 	}
-	c := upstream.Call{
-		Backend: upstream.Backend{Name: b.Name, Provider: b.Provider, BaseURL: b.BaseURL, UpstreamModel: b.UpstreamModel,
-			Options: b.Options, Timeout: time.Duration(b.TimeoutSeconds) * time.Second},
-		Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: request,
-	}
+	c := upstream.Call{Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: request}
 	if c.Kind != upstream.Video {
 		c.Kind = upstream.Image
 	}
-	ref := b.CredentialSecretRef
-	if ref == nil {
-		return c, nil
-	}
-	s := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: route.Namespace, Name: ref.Name}, s)
-	switch {
-	case apierrors.IsNotFound(err):
-		return c, &upstream.Error{Class: upstream.Failover,
-			Message: fmt.Sprintf("the credential Secret %s/%s of backend %q does not exist", route.Namespace, ref.Name, b.Name)}
-	case err != nil:
-		return c, fmt.Errorf("get credential Secret: %w", err)
-	}
-	key := strings.TrimSpace(string(s.Data[ref.Key]))
-	if key == "" {
-		return c, &upstream.Error{Class: upstream.Failover,
-			Message: fmt.Sprintf("the credential Secret %s/%s of backend %q has no key %q", route.Namespace, ref.Name, b.Name, ref.Key)}
-	}
-	c.Backend.APIKey = key
-	return c, nil
+	var err error
+	c.Backend, err = credential.Resolve(ctx, credential.FromReader(r.Client), route.Namespace, b)
+	return c, err
 }
 
 // storeOutputs copies the upstream's outputs into the blob store under the

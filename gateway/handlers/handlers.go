@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 // Deps are what the handlers need.
@@ -50,7 +51,7 @@ type Deps struct {
 	// Upstreams are the compiled-in adapters (builtin.Registry()).
 	Upstreams *upstream.Registry
 	// Credentials reads an upstream credential (a Secret key of a route's namespace).
-	Credentials func(ctx context.Context, namespace, name, key string) (string, error)
+	Credentials credential.Source
 	// SystemNamespace holds the platform's routes and prices.
 	SystemNamespace string
 	// Blobs stores uploads and generated assets.

@@ -25,6 +25,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/translate"
 	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 const (
@@ -348,24 +349,14 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 	return nil, routing.Candidate{}, lastErr
 }
 
-// backend resolves a candidate into the provider's view, credential included.
+// backend resolves a candidate into the provider's view, credential
+// included; the upstream model defaults to the route's model.
 func (t *Text) backend(ctx context.Context, c routing.Candidate) (upstream.Backend, error) {
-	b := upstream.Backend{
-		Name: c.Backend.Name, Provider: c.Backend.Provider, BaseURL: c.Backend.BaseURL,
-		UpstreamModel: c.Backend.UpstreamModel, Options: c.Backend.Options,
-		Timeout: time.Duration(c.Backend.TimeoutSeconds) * time.Second,
-	}
+	b, err := credential.Resolve(ctx, t.Credentials, c.Route.Namespace, c.Backend)
 	if b.UpstreamModel == "" {
 		b.UpstreamModel = string(c.Route.Spec.Model)
 	}
-	if ref := c.Backend.CredentialSecretRef; ref != nil {
-		key, err := t.Credentials(ctx, c.Route.Namespace, ref.Name, ref.Key)
-		if err != nil {
-			return b, err
-		}
-		b.APIKey = key
-	}
-	return b, nil
+	return b, err
 }
 
 // pump copies stream events to the client. An event is flushed as soon as
