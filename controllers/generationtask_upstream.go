@@ -90,7 +90,7 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 	if limit := max(MaxUpstreamAttempts, len(sub.Backends)); int(st.Attempts) >= limit {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("the task was submitted upstream %d times without a result", st.Attempts))
 	}
-	call, err := r.upstreamCall(ctx, t, route, b)
+	call, err := r.upstreamCall(ctx, t, sub, route, b, now)
 	if err != nil {
 		var ue *upstream.Error
 		if errors.As(err, &ue) {
@@ -126,7 +126,7 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 	}
 	// The status (with the upstream task ID) is written when this returns,
 	// before the first poll.
-	return r.schedulePoll(t, b, now, 0), nil
+	return r.schedulePoll(t, b, now, 0, s.NextPoll), nil
 }
 
 // pollUpstream asks the upstream once and acts on the answer.
@@ -141,14 +141,14 @@ func (r *GenerationTaskReconciler) pollUpstream(ctx context.Context, t *v1.Gener
 	if !now.Before(st.StartedAt.Add(timeout)) {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("the upstream did not finish the task within %s", timeout))
 	}
-	call, err := r.upstreamCall(ctx, t, route, b)
+	call, err := r.upstreamCall(ctx, t, sub, route, b, now)
 	if err != nil {
 		var ue *upstream.Error
 		if !errors.As(err, &ue) {
 			return ctrl.Result{}, err
 		}
 		log.FromContext(ctx).Info("cannot poll the upstream yet", "task", t.Spec.TaskID, "backend", b.Name, "error", ue.Error())
-		return r.schedulePoll(t, b, now, 0), nil
+		return r.schedulePoll(t, b, now, 0, 0), nil
 	}
 	s, err := ad.Poll(ctx, call, st.UpstreamTaskID)
 	if err != nil {
@@ -159,11 +159,11 @@ func (r *GenerationTaskReconciler) pollUpstream(ctx context.Context, t *v1.Gener
 		}
 		log.FromContext(ctx).V(1).Info("upstream task query failed; polling again later", "task", t.Spec.TaskID,
 			"backend", b.Name, "status", ue.Status, "retryAfter", ue.RetryAfter, "error", ue.Error())
-		return r.schedulePoll(t, b, now, ue.RetryAfter), nil
+		return r.schedulePoll(t, b, now, ue.RetryAfter, 0), nil
 	}
 	if s.State == upstream.Running {
 		st.Progress = int32(min(max(s.Progress, 0), 99)) // written only at polls
-		return r.schedulePoll(t, b, now, s.RetryAfter), nil
+		return r.schedulePoll(t, b, now, s.RetryAfter, s.NextPoll), nil
 	}
 	return r.upstreamFinal(ctx, t, sub, b, now, s)
 }
@@ -188,7 +188,7 @@ func (r *GenerationTaskReconciler) upstreamFinal(ctx context.Context, t *v1.Gene
 			return ctrl.Result{}, r.fail(ctx, t, now, "the upstream's output could not be fetched: "+ue.Message)
 		case errors.As(err, &ue) && t.Status.UpstreamTaskID != "":
 			log.FromContext(ctx).Info("fetching the upstream's output failed; polling again later", "task", t.Spec.TaskID, "error", err.Error())
-			return r.schedulePoll(t, b, now, ue.RetryAfter), nil
+			return r.schedulePoll(t, b, now, ue.RetryAfter, 0), nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -274,10 +274,11 @@ func nextBackend(route *v1.ModelRoute, plan []string, cur string) (next *v1.Back
 	return nil, true
 }
 
-// schedulePoll sets the next poll: UpstreamPollWait of the time waited,
-// never past the task's deadline, on a whole second (status times have
+// schedulePoll sets the next poll: the upstream's own estimate (next) when
+// it gave one, else UpstreamPollWait of the time waited; never past the
+// task's deadline, on a whole second (status times have
 // second precision, so an early wake-up is recognised after the round trip).
-func (r *GenerationTaskReconciler) schedulePoll(t *v1.GenerationTask, b *v1.Backend, now time.Time, retryAfter time.Duration) ctrl.Result {
+func (r *GenerationTaskReconciler) schedulePoll(t *v1.GenerationTask, b *v1.Backend, now time.Time, retryAfter, next time.Duration) ctrl.Result {
 	st := &t.Status
 	var elapsed time.Duration
 	left := time.Duration(-1)
@@ -285,8 +286,11 @@ func (r *GenerationTaskReconciler) schedulePoll(t *v1.GenerationTask, b *v1.Back
 		elapsed = now.Sub(st.StartedAt.Time)
 		left = st.StartedAt.Add(optDuration(b, "timeout", DefaultUpstreamTimeout)).Sub(now)
 	}
-	wait := UpstreamPollWait(elapsed, retryAfter, optDuration(b, "pollMin", DefaultUpstreamPollMin),
-		optDuration(b, "pollMax", DefaultUpstreamPollMax), upstreamJitter())
+	wait := next
+	if wait <= 0 {
+		wait = UpstreamPollWait(elapsed, retryAfter, optDuration(b, "pollMin", DefaultUpstreamPollMin),
+			optDuration(b, "pollMax", DefaultUpstreamPollMax), upstreamJitter())
+	}
 	if left > 0 && left < wait {
 		wait = left // the deadline is checked at the poll it lands on
 	}
@@ -329,7 +333,8 @@ func optDuration(b *v1.Backend, key string, def time.Duration) time.Duration {
 // the route) into an adapter call. A missing credential is an
 // *upstream.Error of class Failover (not retried on that backend); an API
 // server failure is returned as is.
-func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.GenerationTask, route *v1.ModelRoute, b *v1.Backend) (upstream.Call, error) {
+func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
+	route *v1.ModelRoute, b *v1.Backend, now time.Time) (upstream.Call, error) {
 	request := t.Spec.Request.Raw
 	if r.Blobs != nil { // inline images the gateway stored travel as signed links
 		var err error
@@ -337,7 +342,11 @@ func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.Gener
 			return upstream.Call{}, err
 		}
 	}
-	c := upstream.Call{Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: request}
+	c := upstream.Call{Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: request,
+		Outputs: sub.Outputs, InputImages: sub.InputImages, DurationSeconds: sub.DurationSeconds}
+	if st := t.Status.StartedAt; st != nil && t.Status.UpstreamTaskID != "" {
+		c.Elapsed = now.Sub(st.Time)
+	}
 	if c.Kind != upstream.Video {
 		c.Kind = upstream.Image
 	}

@@ -27,6 +27,14 @@ type Call struct {
 	// Request is the validated request body (GenerationTask.spec.request),
 	// to forward with the model replaced by Backend.UpstreamModel.
 	Request json.RawMessage
+	// Outputs (images paid for, at least 1), InputImages (reference images)
+	// and DurationSeconds (requested video length; 0 or -1: the model
+	// decides) are the request's billing facts, for an adapter whose answer
+	// depends on them (the simulated one).
+	Outputs, InputImages, DurationSeconds int64
+	// Elapsed is how long the upstream has had the task (polls only), by
+	// the controller's clock.
+	Elapsed time.Duration
 }
 
 // Model is the model to send upstream: the backend's upstream model, else
@@ -78,23 +86,33 @@ type Status struct {
 	// Usage is the token usage a token-priced image model reports
 	// (succeeded only); nil when the upstream reports none.
 	Usage *ImageUsage
+	// NextPoll, when set, is when the upstream expects the task to have
+	// moved on (running only): it replaces the controller's back-off for
+	// the next poll.
+	NextPoll time.Duration
 }
 
 // ImageUsage is an image model's token usage as OpenAI's Images API and
 // this contract's task object report it.
 type ImageUsage struct {
-	InputTokens        int64 `json:"input_tokens"`
-	OutputTokens       int64 `json:"output_tokens"`
-	TotalTokens        int64 `json:"total_tokens"`
-	InputTokensDetails *struct {
-		TextTokens   int64 `json:"text_tokens"`
-		ImageTokens  int64 `json:"image_tokens"`
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"input_tokens_details,omitempty"`
-	OutputTokensDetails *struct {
-		TextTokens  int64 `json:"text_tokens"`
-		ImageTokens int64 `json:"image_tokens"`
-	} `json:"output_tokens_details,omitempty"`
+	InputTokens         int64               `json:"input_tokens"`
+	OutputTokens        int64               `json:"output_tokens"`
+	TotalTokens         int64               `json:"total_tokens"`
+	InputTokensDetails  *ImageInputDetails  `json:"input_tokens_details,omitempty"`
+	OutputTokensDetails *ImageOutputDetails `json:"output_tokens_details,omitempty"`
+}
+
+// ImageInputDetails splits an image model's input tokens.
+type ImageInputDetails struct {
+	TextTokens   int64 `json:"text_tokens"`
+	ImageTokens  int64 `json:"image_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// ImageOutputDetails splits an image model's output tokens.
+type ImageOutputDetails struct {
+	TextTokens  int64 `json:"text_tokens"`
+	ImageTokens int64 `json:"image_tokens"`
 }
 
 // Valid reports whether the figures are usable for billing: not negative,
@@ -120,6 +138,8 @@ type Submitted struct {
 	// Final is set when the upstream answered with the final result right
 	// away (a synchronous API, or a replay of a task already finished).
 	Final *Status
+	// NextPoll, when set, is when to poll first (see Status.NextPoll).
+	NextPoll time.Duration
 }
 
 // TaskAdapter is the image and video capability of an adapter: it

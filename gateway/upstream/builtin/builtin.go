@@ -15,7 +15,7 @@ import (
 var registry = upstream.NewRegistry(
 	upstream.Entry{Name: anthropic.Name, Adapter: anthropic.New(nil)},
 	upstream.Entry{Name: openai.Name, Adapter: openai.New(nil)},
-	upstream.Entry{Name: simulated.Name, Adapter: simulated.New(upstream.Messages)},
+	upstream.Entry{Name: simulated.Name, Adapter: simulated.Adapter{Provider: simulated.New(upstream.Messages)}},
 	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
 	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
 )
