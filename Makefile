@@ -68,8 +68,8 @@ test: envtest lint ## Lint, then run every test: unit, envtest suites, end to en
 FUZZ_TARGETS := \
 	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
 	./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel \
-	./gateway/handlers:FuzzParseText ./gateway/providers:FuzzStreamFromBody \
-	./gateway/tasks/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
+	./gateway/handlers:FuzzParseText ./gateway/upstream:FuzzStreamFromBody \
+	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
 FUZZTIME ?= 3s
 
 .PHONY: fuzz

@@ -1,9 +1,7 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,11 +20,10 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/blob"
-	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
@@ -38,8 +35,6 @@ const (
 	// DefaultTaskRetention is how long a final task object stays before it
 	// is deleted (the ledger archive keeps answering queries).
 	DefaultTaskRetention = time.Hour
-	// DefaultSimulatedDelay is the simulated backend's generation time.
-	DefaultSimulatedDelay = 2 * time.Second
 	// ResultValidity is how long generated URLs are valid (expires_at).
 	ResultValidity = 24 * time.Hour
 	// CodeGenerationFailed is the error code of a failed task.
@@ -49,15 +44,9 @@ const (
 
 	// DefaultReviewDeadline is the private asset review deadline per round.
 	DefaultReviewDeadline = 20 * time.Minute
-	// DefaultSimulatedReviewTime is how long the simulated review service
-	// takes to decide (backend option "reviewDelay" overrides it).
-	DefaultSimulatedReviewTime = tasks.DefaultSimulatedReviewTime
 
 	minPoll = 250 * time.Millisecond
 	maxPoll = 10 * time.Second
-	// simDecidedSeconds is the length the simulated backend picks when the
-	// request lets the model decide (duration -1).
-	simDecidedSeconds = media.VideoDefaultDuration
 )
 
 // TaskLedger is the part of the ledger the GenerationTask controller uses;
@@ -80,14 +69,13 @@ var _ TaskLedger = (*store.Store)(nil)
 type GenerationTaskReconciler struct {
 	Client client.Client
 	Ledger TaskLedger
-	// Blobs receives generated assets; nil fails simulated tasks.
+	// Upstreams are the adapters tasks run on (builtin.Registry()).
+	Upstreams *upstream.Registry
+	// Blobs receives generated assets; nil fails every task.
 	Blobs *blob.Store
 	Clock clock.PassiveClock
 	// Retention keeps a final task object this long; default DefaultTaskRetention.
 	Retention time.Duration
-	// SimulatedDelay is the simulated backend's default generation time
-	// (a backend option "delay" or a "[sim:delay=…]" prompt directive overrides it).
-	SimulatedDelay time.Duration
 	// ReviewDeadline bounds one private asset review round; default
 	// DefaultReviewDeadline (the contract's 20 minutes).
 	ReviewDeadline time.Duration
@@ -146,10 +134,7 @@ func (r *GenerationTaskReconciler) reconcile(ctx context.Context, t *v1.Generati
 	if backend == nil {
 		return ctrl.Result{}, r.fail(ctx, t, now, "no backend of the model is available for this task")
 	}
-	if backend.Provider != tasks.SimulatedProvider {
-		return r.runUpstream(ctx, t, sub, route, backend, now)
-	}
-	return r.simulate(ctx, t, sub, route, backend, now)
+	return r.runUpstream(ctx, t, sub, route, backend, now)
 }
 
 // backend returns the task's route and the first usable backend of the
@@ -181,52 +166,6 @@ func (r *GenerationTaskReconciler) backend(ctx context.Context, t *v1.Generation
 	return route, nil, nil
 }
 
-// simulate runs the task on the built-in simulated backend: a generation
-// time, polled with a growing interval, then real files in the blob store.
-func (r *GenerationTaskReconciler) simulate(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
-	route *v1.ModelRoute, b *v1.Backend, now time.Time) (ctrl.Result, error) {
-	st := &t.Status
-	dir := tasks.ParseDirectives(t.Spec.Request.Raw)
-	delay := r.simDelay(b, dir)
-	if st.StartedAt == nil || st.Phase == v1.TaskQueued {
-		if t.Spec.PrivateAssetReview && len(sub.ReviewAssets) > 0 {
-			passed, res, err := r.review(ctx, t, sub, route, b, now)
-			if !passed || err != nil {
-				return res, err
-			}
-		}
-		started := metav1.NewTime(now)
-		st.Phase, st.Progress, st.StartedAt = v1.TaskInProgress, 0, &started
-		st.Backend, st.UpstreamTaskID, st.Attempts = b.Name, "sim-"+t.Spec.TaskID, st.Attempts+1
-		return r.pollAgain(t, now, 0, delay), nil
-	}
-	if next := st.NextPollAt; next != nil && now.Before(next.Time) {
-		return ctrl.Result{RequeueAfter: next.Sub(now)}, nil // woken early (our own write): no status change
-	}
-	elapsed := now.Sub(st.StartedAt.Time)
-	if elapsed < delay {
-		// Progress is written only at poll times, which thin out as the
-		// task runs: status writes stay coalesced.
-		st.Progress = int32(min(99, elapsed*100/max(delay, 1)))
-		return r.pollAgain(t, now, elapsed, delay), nil
-	}
-	if dir.Fail {
-		return ctrl.Result{}, r.fail(ctx, t, now, "the simulated backend failed the generation as the prompt asked ([sim:fail])")
-	}
-	if r.Blobs == nil {
-		return ctrl.Result{}, r.fail(ctx, t, now, "no blob store is configured for generated media")
-	}
-	res, seconds, err := r.generate(ctx, t, sub)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	p := produced{result: res, seconds: seconds}
-	if t.Spec.Type == v1.ModelTypeImage {
-		p.usage = tasks.SimulatedUsage(promptBytes(t.Spec.Request.Raw), sub.InputImages, int64(len(res.Data)))
-	}
-	return ctrl.Result{}, r.complete(ctx, t, sub, now, p)
-}
-
 // Review outcomes and asset states (status.reviewRounds).
 const (
 	reviewPending  = "pending"
@@ -244,11 +183,11 @@ const (
 // Each asset is prepared through the ledger's reusable record for (tenant,
 // channel, asset): a record that passed before is reused at once, and tasks
 // that need the same asset meanwhile share one preparation. The channel's
-// review service decides pending records (tasks.ReviewServiceFor); a channel
+// review service decides pending records (reviewer); a channel
 // without a private asset library skips review.
 func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission, route *v1.ModelRoute,
 	b *v1.Backend, now time.Time) (passed bool, res ctrl.Result, err error) {
-	svc := tasks.ReviewServiceFor(b)
+	svc := r.reviewer(b)
 	if svc == nil {
 		return true, ctrl.Result{}, nil
 	}
@@ -310,7 +249,7 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 // prepareAsset looks up or starts the asset's shared preparation, asks the
 // review service to decide it while pending, and returns its state and, when
 // still pending, when to look again.
-func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc tasks.ReviewService, b *v1.Backend,
+func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc upstream.AssetReviewer, b *v1.Backend,
 	a store.ReviewAsset, now time.Time) (string, time.Duration, error) {
 	rec, err := r.Ledger.PrepareReviewAsset(ctx, a, now)
 	if err != nil {
@@ -319,7 +258,8 @@ func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc tasks.R
 	if rec.State != store.ReviewPending {
 		return rec.State, 0, nil
 	}
-	state, wait, err := svc.Decide(ctx, b, rec, now)
+	state, wait, err := svc.Decide(ctx, upstream.Backend{Name: b.Name, Provider: b.Provider, BaseURL: b.BaseURL, Options: b.Options},
+		upstream.ReviewAsset{Type: rec.Type, Key: rec.Key, PreparedAt: rec.PreparedAt}, now)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "asset review service", "backend", b.Name)
 		return store.ReviewPending, minPoll * 4, nil
@@ -331,6 +271,22 @@ func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc tasks.R
 		return "", 0, fmt.Errorf("record review decision: %w", err)
 	}
 	return rec.State, 0, nil
+}
+
+// reviewer returns the review service of a channel, or nil when the channel
+// has no private asset library (review is skipped and the channel's own
+// media processing applies). Backend option "assetLibrary" names a
+// registered reviewer, or "none"; without it, a provider that is itself a
+// reviewer (the simulated one) reviews its own channels, any other has none.
+func (r *GenerationTaskReconciler) reviewer(b *v1.Backend) upstream.AssetReviewer {
+	lib, ok := b.Options["assetLibrary"]
+	if !ok {
+		lib = b.Provider
+	}
+	if rv, found := r.Upstreams.Reviewer(lib); found {
+		return rv
+	}
+	return nil
 }
 
 // blobKeyOf is where the gateway stored an inline review asset ("" for URLs).
@@ -350,83 +306,6 @@ func roundUp(d time.Duration) time.Duration {
 		return r + time.Second
 	}
 	return d
-}
-
-func (r *GenerationTaskReconciler) simDelay(b *v1.Backend, dir tasks.Directives) time.Duration {
-	if dir.Delay > 0 {
-		return dir.Delay
-	}
-	if v, ok := b.Options["delay"]; ok {
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-			return d
-		}
-	}
-	if r.SimulatedDelay > 0 {
-		return r.SimulatedDelay
-	}
-	return DefaultSimulatedDelay
-}
-
-// pollAgain schedules the next poll: half the time already waited, between
-// minPoll and maxPoll, never past the expected end (then rounded up to a
-// whole second).
-func (r *GenerationTaskReconciler) pollAgain(t *v1.GenerationTask, now time.Time, elapsed, total time.Duration) ctrl.Result {
-	wait := min(max(elapsed/2, minPoll), maxPoll)
-	if left := total - elapsed; left > 0 && left < wait {
-		wait = left
-	}
-	// Status times are stored with second precision: round up so that a
-	// wake-up before the poll is recognised as early after the round trip.
-	at := now.Add(wait)
-	if r := at.Truncate(time.Second); !r.Equal(at) {
-		at = r.Add(time.Second)
-	}
-	next := metav1.NewTime(at)
-	t.Status.NextPollAt = &next
-	return ctrl.Result{RequeueAfter: at.Sub(now)}
-}
-
-// generate writes the task's outputs to the blob store under the tenant's
-// prefix. Writes are idempotent (same key, same bytes), so a retry after a
-// crash redoes them harmlessly. seconds is the video length produced.
-func (r *GenerationTaskReconciler) generate(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission) (*v1.TaskResult, int64, error) {
-	req := t.Spec.Request.Raw
-	put := func(i int, ext, ctype string, data []byte) (v1.TaskResultItem, error) {
-		key := tasks.BlobKey(t.Namespace, t.Spec.TaskID, i, ext)
-		if _, err := r.Blobs.Put(ctx, key, ctype, bytes.NewReader(data)); err != nil {
-			return v1.TaskResultItem{}, fmt.Errorf("store output %d: %w", i, err)
-		}
-		return v1.TaskResultItem{URL: tasks.BlobScheme + key}, nil
-	}
-	if t.Spec.Type == v1.ModelTypeVideo {
-		data, err := tasks.SimulatedVideo(t.Spec.TaskID, req)
-		if err != nil {
-			return nil, 0, err
-		}
-		item, err := put(0, "gif", "image/gif", data)
-		if err != nil {
-			return nil, 0, err
-		}
-		seconds := sub.DurationSeconds
-		if seconds <= 0 {
-			seconds = simDecidedSeconds
-		}
-		return &v1.TaskResult{Type: "video", Data: []v1.TaskResultItem{item}}, seconds, nil
-	}
-	n := int(max(sub.Outputs, 1))
-	res := &v1.TaskResult{Type: "image"}
-	for i := range n {
-		data, err := tasks.SimulatedImage(t.Spec.TaskID, i, req)
-		if err != nil {
-			return nil, 0, err
-		}
-		item, err := put(i, "png", "image/png", data)
-		if err != nil {
-			return nil, 0, err
-		}
-		res.Data = append(res.Data, item)
-	}
-	return res, 0, nil
 }
 
 // produced is what a generation yielded: the stored result, the video
@@ -565,7 +444,7 @@ func (r *GenerationTaskReconciler) cancelUpstream(ctx context.Context, t *v1.Gen
 	if err != nil || backend == nil {
 		return
 	}
-	ad, ok := upstream.Get(backend.Provider)
+	ad, ok := r.Upstreams.Task(backend.Provider)
 	if !ok {
 		return
 	}
@@ -573,7 +452,7 @@ func (r *GenerationTaskReconciler) cancelUpstream(ctx context.Context, t *v1.Gen
 	if !ok {
 		return
 	}
-	call, err := r.upstreamCall(ctx, t, route, backend)
+	call, err := r.upstreamCall(ctx, t, sub, route, backend, r.Clock.Now())
 	if err == nil {
 		err = c.Cancel(ctx, call, t.Status.UpstreamTaskID)
 	}
@@ -636,13 +515,4 @@ func (r *GenerationTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Named("generationtask").
 		Complete(r)
-}
-
-// promptBytes is the length of a stored request's prompt.
-func promptBytes(request []byte) int64 {
-	var body struct {
-		Prompt string `json:"prompt"`
-	}
-	_ = json.Unmarshal(request, &body)
-	return int64(len(body.Prompt))
 }

@@ -34,6 +34,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
+	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 )
 
 // These specs drive the GenerationTask reconciler step by step with a fake
@@ -82,7 +84,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 			BaseURL: func() string { return "http://files.test" }})
 		Expect(err).NotTo(HaveOccurred())
 		recorded = events.NewFakeRecorder(100)
-		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Blobs: blobs, Clock: clk, Retention: retention, Events: recorded}
+		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk, Retention: retention, Events: recorded}
 	})
 
 	// submit does what the gateway does: reserve, then create the task.
@@ -257,7 +259,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 			pending(t)
 			step(t)
 			Expect(t.Status.Phase).To(Equal(v1.TaskQueued)) // the review takes its time
-			clk.Step(controllers.DefaultSimulatedReviewTime)
+			clk.Step(simulated.DefaultReviewTime)
 			step(t)
 			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
 			Expect(t.Status.ReviewRounds[0].Assets[1].State).To(Equal("passed"))
@@ -268,7 +270,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 			before := balance()
 			t := submitReview("https://cdn.example/ok.png", "https://cdn.example/reject-me.png")
 			pending(t)
-			clk.Step(controllers.DefaultSimulatedReviewTime)
+			clk.Step(simulated.DefaultReviewTime)
 			step(t)
 			Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
 			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("rejected"))
@@ -296,19 +298,19 @@ var _ = Describe("GenerationTask reconciler", func() {
 		It("shares one preparation between concurrent tasks and reuses a passed asset later", func() {
 			first := submitReview("https://cdn.example/shared.png")
 			pending(first)
-			clk.Step(controllers.DefaultSimulatedReviewTime / 2)
+			clk.Step(simulated.DefaultReviewTime / 2)
 			second := submitReview("https://cdn.example/shared.png", "https://cdn.example/own.png")
 			pending(second)
 
 			By("the shared asset is decided once, on the first task's schedule")
-			clk.Step(controllers.DefaultSimulatedReviewTime / 2)
+			clk.Step(simulated.DefaultReviewTime / 2)
 			step(first)
 			step(second)
 			Expect(first.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
 			Expect(first.Status.Phase).To(Equal(v1.TaskInProgress))
 			Expect(second.Status.ReviewRounds[0].Assets[0].State).To(Equal("passed"), "decided with the first task's preparation")
 			Expect(second.Status.ReviewRounds[0].Assets[1].State).To(Equal("pending"), "its own asset is still under review")
-			clk.Step(controllers.DefaultSimulatedReviewTime / 2)
+			clk.Step(simulated.DefaultReviewTime / 2)
 			step(second)
 			Expect(second.Status.Phase).To(Equal(v1.TaskInProgress))
 

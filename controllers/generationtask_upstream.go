@@ -15,11 +15,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -27,10 +24,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/netguard"
 	"github.com/modelgate/modelgate/gateway/tasks"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
-	// The adapters register themselves.
-	_ "github.com/modelgate/modelgate/gateway/tasks/upstream/openai"
-	_ "github.com/modelgate/modelgate/gateway/tasks/upstream/taskapi"
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 // Upstream task defaults (backend options override them: "timeout",
@@ -59,14 +54,14 @@ const (
 var upstreamJitter = rand.Float64
 
 // runUpstream runs a task on a real upstream through its adapter
-// (gateway/tasks/upstream): submit once (recording the upstream task ID
+// (gateway/upstream): submit once (recording the upstream task ID
 // before the first poll, so a restarted manager polls instead of submitting
 // again), move to the next backend of the plan while nothing was accepted,
 // poll with back-off, then store the outputs in the blob store and settle
 // through complete, or refund through fail.
 func (r *GenerationTaskReconciler) runUpstream(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
 	route *v1.ModelRoute, b *v1.Backend, now time.Time) (ctrl.Result, error) {
-	ad, ok := upstream.Get(b.Provider)
+	ad, ok := r.Upstreams.Task(b.Provider)
 	if !ok {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("provider %q has no asynchronous media adapter in this release", b.Provider))
 	}
@@ -90,12 +85,12 @@ func (r *GenerationTaskReconciler) runUpstream(ctx context.Context, t *v1.Genera
 }
 
 func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
-	route *v1.ModelRoute, b *v1.Backend, ad upstream.Adapter, now time.Time) (ctrl.Result, error) {
+	route *v1.ModelRoute, b *v1.Backend, ad upstream.TaskAdapter, now time.Time) (ctrl.Result, error) {
 	st := &t.Status
 	if limit := max(MaxUpstreamAttempts, len(sub.Backends)); int(st.Attempts) >= limit {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("the task was submitted upstream %d times without a result", st.Attempts))
 	}
-	call, err := r.upstreamCall(ctx, t, route, b)
+	call, err := r.upstreamCall(ctx, t, sub, route, b, now)
 	if err != nil {
 		var ue *upstream.Error
 		if errors.As(err, &ue) {
@@ -106,7 +101,7 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 	st.Backend, st.Attempts = b.Name, st.Attempts+1
 	s, err := ad.Submit(ctx, call)
 	if err != nil {
-		ue := upstream.AsError(err)
+		ue := upstream.Classify(err)
 		if ue.Class != upstream.Permanent {
 			return r.failover(ctx, t, sub, route, b, now, ue)
 		}
@@ -131,12 +126,12 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 	}
 	// The status (with the upstream task ID) is written when this returns,
 	// before the first poll.
-	return r.schedulePoll(t, b, now, 0), nil
+	return r.schedulePoll(t, b, now, 0, s.NextPoll), nil
 }
 
 // pollUpstream asks the upstream once and acts on the answer.
 func (r *GenerationTaskReconciler) pollUpstream(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
-	route *v1.ModelRoute, b *v1.Backend, ad upstream.Adapter, now time.Time) (ctrl.Result, error) {
+	route *v1.ModelRoute, b *v1.Backend, ad upstream.TaskAdapter, now time.Time) (ctrl.Result, error) {
 	st := &t.Status
 	if st.StartedAt == nil {
 		started := metav1.NewTime(now)
@@ -146,29 +141,29 @@ func (r *GenerationTaskReconciler) pollUpstream(ctx context.Context, t *v1.Gener
 	if !now.Before(st.StartedAt.Add(timeout)) {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("the upstream did not finish the task within %s", timeout))
 	}
-	call, err := r.upstreamCall(ctx, t, route, b)
+	call, err := r.upstreamCall(ctx, t, sub, route, b, now)
 	if err != nil {
 		var ue *upstream.Error
 		if !errors.As(err, &ue) {
 			return ctrl.Result{}, err
 		}
 		log.FromContext(ctx).Info("cannot poll the upstream yet", "task", t.Spec.TaskID, "backend", b.Name, "error", ue.Error())
-		return r.schedulePoll(t, b, now, 0), nil
+		return r.schedulePoll(t, b, now, 0, 0), nil
 	}
 	s, err := ad.Poll(ctx, call, st.UpstreamTaskID)
 	if err != nil {
-		ue := upstream.AsError(err)
+		ue := upstream.Classify(err)
 		if ue.Class == upstream.Permanent {
 			log.FromContext(ctx).Info("upstream task query failed for good", "task", t.Spec.TaskID, "backend", b.Name, "error", ue.Error())
 			return ctrl.Result{}, r.fail(ctx, t, now, "the upstream lost the task: "+ue.Message)
 		}
 		log.FromContext(ctx).V(1).Info("upstream task query failed; polling again later", "task", t.Spec.TaskID,
 			"backend", b.Name, "status", ue.Status, "retryAfter", ue.RetryAfter, "error", ue.Error())
-		return r.schedulePoll(t, b, now, ue.RetryAfter), nil
+		return r.schedulePoll(t, b, now, ue.RetryAfter, 0), nil
 	}
 	if s.State == upstream.Running {
 		st.Progress = int32(min(max(s.Progress, 0), 99)) // written only at polls
-		return r.schedulePoll(t, b, now, s.RetryAfter), nil
+		return r.schedulePoll(t, b, now, s.RetryAfter, s.NextPoll), nil
 	}
 	return r.upstreamFinal(ctx, t, sub, b, now, s)
 }
@@ -193,7 +188,7 @@ func (r *GenerationTaskReconciler) upstreamFinal(ctx context.Context, t *v1.Gene
 			return ctrl.Result{}, r.fail(ctx, t, now, "the upstream's output could not be fetched: "+ue.Message)
 		case errors.As(err, &ue) && t.Status.UpstreamTaskID != "":
 			log.FromContext(ctx).Info("fetching the upstream's output failed; polling again later", "task", t.Spec.TaskID, "error", err.Error())
-			return r.schedulePoll(t, b, now, ue.RetryAfter), nil
+			return r.schedulePoll(t, b, now, ue.RetryAfter, 0), nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -227,10 +222,10 @@ func (r *GenerationTaskReconciler) failover(ctx context.Context, t *v1.Generatio
 	route *v1.ModelRoute, cur *v1.Backend, now time.Time, cause *upstream.Error) (ctrl.Result, error) {
 	st := &t.Status
 	log.FromContext(ctx).Info("backend did not accept the task", "task", t.Spec.TaskID, "backend", cur.Name,
-		"status", cause.Status, "retry", cause.Retry, "error", cause.Error())
+		"status", cause.Status, "retry", cause.Retryable, "error", cause.Error())
 	next, wrapped := nextBackend(route, sub.Backends, cur.Name)
 	limit := max(MaxUpstreamAttempts, len(sub.Backends))
-	if next == nil || (wrapped && !cause.Retry) || int(st.Attempts) >= limit {
+	if next == nil || (wrapped && !cause.Retryable) || int(st.Attempts) >= limit {
 		return ctrl.Result{}, r.fail(ctx, t, now, fmt.Sprintf("no backend accepted the task (%d attempts); last error: %s",
 			st.Attempts, cause.Message))
 	}
@@ -279,10 +274,11 @@ func nextBackend(route *v1.ModelRoute, plan []string, cur string) (next *v1.Back
 	return nil, true
 }
 
-// schedulePoll sets the next poll: UpstreamPollWait of the time waited,
-// never past the task's deadline, on a whole second (status times have
+// schedulePoll sets the next poll: the upstream's own estimate (next) when
+// it gave one, else UpstreamPollWait of the time waited; never past the
+// task's deadline, on a whole second (status times have
 // second precision, so an early wake-up is recognised after the round trip).
-func (r *GenerationTaskReconciler) schedulePoll(t *v1.GenerationTask, b *v1.Backend, now time.Time, retryAfter time.Duration) ctrl.Result {
+func (r *GenerationTaskReconciler) schedulePoll(t *v1.GenerationTask, b *v1.Backend, now time.Time, retryAfter, next time.Duration) ctrl.Result {
 	st := &t.Status
 	var elapsed time.Duration
 	left := time.Duration(-1)
@@ -290,8 +286,11 @@ func (r *GenerationTaskReconciler) schedulePoll(t *v1.GenerationTask, b *v1.Back
 		elapsed = now.Sub(st.StartedAt.Time)
 		left = st.StartedAt.Add(optDuration(b, "timeout", DefaultUpstreamTimeout)).Sub(now)
 	}
-	wait := UpstreamPollWait(elapsed, retryAfter, optDuration(b, "pollMin", DefaultUpstreamPollMin),
-		optDuration(b, "pollMax", DefaultUpstreamPollMax), upstreamJitter())
+	wait := next
+	if wait <= 0 {
+		wait = UpstreamPollWait(elapsed, retryAfter, optDuration(b, "pollMin", DefaultUpstreamPollMin),
+			optDuration(b, "pollMax", DefaultUpstreamPollMax), upstreamJitter())
+	}
 	if left > 0 && left < wait {
 		wait = left // the deadline is checked at the poll it lands on
 	}
@@ -334,7 +333,8 @@ func optDuration(b *v1.Backend, key string, def time.Duration) time.Duration {
 // the route) into an adapter call. A missing credential is an
 // *upstream.Error of class Failover (not retried on that backend); an API
 // server failure is returned as is.
-func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.GenerationTask, route *v1.ModelRoute, b *v1.Backend) (upstream.Call, error) {
+func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
+	route *v1.ModelRoute, b *v1.Backend, now time.Time) (upstream.Call, error) {
 	request := t.Spec.Request.Raw
 	if r.Blobs != nil { // inline images the gateway stored travel as signed links
 		var err error
@@ -342,34 +342,17 @@ func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.Gener
 			return upstream.Call{}, err
 		}
 	}
-	c := upstream.Call{
-		Backend: upstream.Backend{Name: b.Name, Provider: b.Provider, BaseURL: b.BaseURL, UpstreamModel: b.UpstreamModel,
-			Options: b.Options, Timeout: time.Duration(b.TimeoutSeconds) * time.Second},
-		Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: request,
+	c := upstream.Call{Kind: upstream.Kind(t.Spec.Type), TaskID: t.Spec.TaskID, Request: request,
+		Outputs: sub.Outputs, InputImages: sub.InputImages, DurationSeconds: sub.DurationSeconds}
+	if st := t.Status.StartedAt; st != nil && t.Status.UpstreamTaskID != "" {
+		c.Elapsed = now.Sub(st.Time)
 	}
 	if c.Kind != upstream.Video {
 		c.Kind = upstream.Image
 	}
-	ref := b.CredentialSecretRef
-	if ref == nil {
-		return c, nil
-	}
-	s := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: route.Namespace, Name: ref.Name}, s)
-	switch {
-	case apierrors.IsNotFound(err):
-		return c, &upstream.Error{Class: upstream.Failover,
-			Message: fmt.Sprintf("the credential Secret %s/%s of backend %q does not exist", route.Namespace, ref.Name, b.Name)}
-	case err != nil:
-		return c, fmt.Errorf("get credential Secret: %w", err)
-	}
-	key := strings.TrimSpace(string(s.Data[ref.Key]))
-	if key == "" {
-		return c, &upstream.Error{Class: upstream.Failover,
-			Message: fmt.Sprintf("the credential Secret %s/%s of backend %q has no key %q", route.Namespace, ref.Name, b.Name, ref.Key)}
-	}
-	c.Backend.Credential = key
-	return c, nil
+	var err error
+	c.Backend, err = credential.Resolve(ctx, credential.FromReader(r.Client), route.Namespace, b)
+	return c, err
 }
 
 // storeOutputs copies the upstream's outputs into the blob store under the
@@ -446,13 +429,13 @@ func (r *GenerationTaskReconciler) download(ctx context.Context, t *v1.Generatio
 		// Reason, not err: a transport error names the full URL (signed
 		// query included) and the address it resolved to, and this one is
 		// logged.
-		return "", &upstream.Error{Class: upstream.Transient, Message: "the output could not be downloaded", Retry: true,
+		return "", &upstream.Error{Class: upstream.Transient, Message: "the output could not be downloaded", Retryable: true,
 			Err: errors.New(netguard.Reason(err))}
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return "", &upstream.Error{Class: upstream.Transient, Status: resp.StatusCode, Retry: true,
+		return "", &upstream.Error{Class: upstream.Transient, Status: resp.StatusCode, Retryable: true,
 			Message: "the output download answered " + resp.Status}
 	case resp.StatusCode != http.StatusOK:
 		return "", &upstream.Error{Class: upstream.Permanent, Status: resp.StatusCode,
@@ -474,7 +457,7 @@ func (r *GenerationTaskReconciler) download(ctx context.Context, t *v1.Generatio
 		}
 		if lr.ReadErr != nil {
 			// No Err: a read error names both ends' addresses, and this one is logged.
-			return "", &upstream.Error{Class: upstream.Transient, Message: "the output download was cut off", Retry: true}
+			return "", &upstream.Error{Class: upstream.Transient, Message: "the output download was cut off", Retryable: true}
 		}
 		return "", fmt.Errorf("store: %w", err)
 	}
@@ -524,7 +507,7 @@ func isAlnum(s string) bool {
 }
 
 // imageUsage is the task status form of an upstream's token usage.
-func imageUsage(u *upstream.Usage) *v1.ImageTokenUsage {
+func imageUsage(u *upstream.ImageUsage) *v1.ImageTokenUsage {
 	if !u.Valid() {
 		return nil
 	}

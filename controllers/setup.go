@@ -11,6 +11,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // Options configure every reconciler.
@@ -21,6 +22,8 @@ type Options struct {
 	SyncPeriod time.Duration
 	// KnownProvider reports whether a provider adapter exists (nil: any).
 	KnownProvider func(name string) bool
+	// Upstreams are the adapters GenerationTasks run on (builtin.Registry()).
+	Upstreams *upstream.Registry
 	// Blobs receives generated media (GenerationTask controller).
 	Blobs *blob.Store
 	// TaskRetention keeps final GenerationTask objects this long; default 1h.
@@ -85,7 +88,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Workers: workers.ModelRoute}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("modelroute controller: %w", err)
 	}
-	if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Blobs: o.Blobs, Clock: o.Clock,
+	if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Upstreams: o.Upstreams, Blobs: o.Blobs, Clock: o.Clock,
 		Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline, Workers: workers.GenerationTask,
 		Events: mgr.GetEventRecorder("modelgate-generationtask")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask controller: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -51,7 +52,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(index.AddIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
 	// A short sync period lets specs watch mirrored ledger figures move.
-	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second,
+	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second, Upstreams: builtin.Registry(),
 		KnownProvider: func(name string) bool { return name == "simulated" || name == "openai" || name == "anthropic" }})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -60,7 +61,7 @@ func startManager() {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&controllers.GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: ledger, Blobs: blobs,
+	Expect((&controllers.GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs,
 		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/auth"
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // conversation is the server-side state of the responses protocol: the
@@ -101,7 +101,7 @@ func completedResponse(resp []byte) (string, []json.RawMessage) {
 // response.completed event.
 type streamCapture struct{ response []byte }
 
-func (c *streamCapture) observe(ev providers.Event) {
+func (c *streamCapture) observe(ev upstream.Event) {
 	if ev.Name != "response.completed" && ev.Name != "" {
 		return
 	}

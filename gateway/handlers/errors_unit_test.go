@@ -6,8 +6,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/translate"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // TestOwnAndRelayedErrorsShareTheTable: for every error status, the
@@ -15,16 +15,16 @@ import (
 // to the client (UpstreamError.ClientBody) and the error event of a stream
 // (usageNotRecorded's translate.ErrorBody) carry the same type.
 func TestOwnAndRelayedErrorsShareTheTable(t *testing.T) {
-	want := map[providers.Protocol]map[int]string{
-		providers.Messages:        {503: "api_error", 504: "timeout_error", 529: "overloaded_error", 502: "api_error"},
-		providers.ChatCompletions: {503: "server_error", 504: "server_error", 529: "server_error", 502: "server_error"},
-		providers.Responses:       {503: "server_error", 504: "server_error", 529: "server_error", 502: "server_error"},
+	want := map[upstream.Protocol]map[int]string{
+		upstream.Messages:        {503: "api_error", 504: "timeout_error", 529: "overloaded_error", 502: "api_error"},
+		upstream.ChatCompletions: {503: "server_error", 504: "server_error", 529: "server_error", 502: "server_error"},
+		upstream.Responses:       {503: "server_error", 504: "server_error", 529: "server_error", 502: "server_error"},
 	}
 	for _, p := range []textProtocol{messagesProtocol(), chatProtocol(), responsesProtocol()} {
 		t.Run(string(p.proto), func(t *testing.T) {
 			g := NewWithT(t)
 			for status := 400; status < 600; status++ {
-				ue := &providers.UpstreamError{Status: status, Message: "from the upstream"}
+				ue := &upstream.Error{Status: status, Message: "from the upstream"}
 				relayed, _ := translate.FieldString(ue.ClientBody(p.proto), "error", "type")
 
 				rec := httptest.NewRecorder()

@@ -21,6 +21,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 // Deps are what the handlers need.
@@ -46,8 +48,10 @@ type Deps struct {
 	// looked up once more in it: the informer's event that marks the table
 	// stale can trail the cache update that published the price.
 	RecheckPrices func() *pricing.Table
+	// Upstreams are the compiled-in adapters (builtin.Registry()).
+	Upstreams *upstream.Registry
 	// Credentials reads an upstream credential (a Secret key of a route's namespace).
-	Credentials func(ctx context.Context, namespace, name, key string) (string, error)
+	Credentials credential.Source
 	// SystemNamespace holds the platform's routes and prices.
 	SystemNamespace string
 	// Blobs stores uploads and generated assets.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/metrics"
-	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // observed wraps a ResponseWriter to learn the status code and the time of
@@ -108,7 +108,7 @@ type billingMetric struct {
 }
 
 // add counts one settled request's charge and tokens.
-func (m *billingMetric) add(quota billing.Quota, u providers.Usage) {
+func (m *billingMetric) add(quota billing.Quota, u upstream.Usage) {
 	m.quota.Add(float64(quota))
 	m.input.Add(float64(u.PromptTokens()))
 	m.output.Add(float64(u.OutputTokens))

@@ -19,12 +19,13 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/translate"
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 const (
@@ -45,7 +46,7 @@ type textRequest struct {
 
 // textProtocol is what differs between the three text endpoints.
 type textProtocol struct {
-	proto        providers.Protocol
+	proto        upstream.Protocol
 	endpoint     v1.EndpointType
 	allowXAPIKey bool
 	// parse validates the body; a non-empty message is a 400.
@@ -107,7 +108,7 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	requestParsed(span, p, req.Model, req.MaxTokens, req.Stream)
 	var conv *conversation
-	if t.p.proto == providers.Responses {
+	if t.p.proto == upstream.Responses {
 		if body, conv, msg = t.expandConversation(ctx, p, body); msg != "" {
 			t.p.fail(w, http.StatusBadRequest, "", msg)
 			return
@@ -293,21 +294,21 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 
 // invoke tries the plan's candidates in order until one answers. Only
 // failures before any byte reached the client are retried.
-func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*providers.Result, routing.Candidate, error) {
+func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*upstream.Result, routing.Candidate, error) {
 	deadline := t.Clock.Now().Add(retryBudget)
 	var lastErr error
 	for i, cand := range c.plan {
 		if i >= maxAttempts || (i > 0 && t.Clock.Now().After(deadline)) {
 			break
 		}
-		prov, ok := providers.Get(cand.Backend.Provider)
+		prov, ok := t.Upstreams.Text(cand.Backend.Provider)
 		if !ok {
-			lastErr = &providers.UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "unknown provider"}
+			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "unknown provider"}
 			continue
 		}
 		backend, err := t.backend(ctx, cand)
 		if err != nil {
-			lastErr = &providers.UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
+			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
 			continue
 		}
 		// A stream's upstream call outlives the client: if the client hangs
@@ -319,7 +320,7 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*pro
 		}
 		uctx, attempt := startAttempt(uctx, cand, backend.UpstreamModel, i+1)
 		upstreamAttempts(cand.Backend.Name).Inc()
-		res, err := providers.Invoke(uctx, prov, backend, providers.Request{
+		res, err := upstream.Invoke(uctx, prov, backend, upstream.Request{
 			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
 		})
 		if err == nil {
@@ -334,11 +335,11 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*pro
 		attemptFailed(attempt, err)
 		lastErr = err
 		status := 0
-		if ue, ok := providers.AsUpstreamError(err); ok {
+		if ue, ok := upstream.As(err); ok {
 			status = ue.Status
 		}
 		metrics.UpstreamErrors.WithLabelValues(cand.Backend.Name, strconv.Itoa(status)).Inc()
-		if ctx.Err() != nil || !providers.IsRetryable(err) {
+		if ctx.Err() != nil || !upstream.IsRetryable(err) {
 			return nil, cand, err
 		}
 		t.Router.Breaker.Failure(cand.Key())
@@ -348,24 +349,14 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*pro
 	return nil, routing.Candidate{}, lastErr
 }
 
-// backend resolves a candidate into the provider's view, credential included.
-func (t *Text) backend(ctx context.Context, c routing.Candidate) (providers.Backend, error) {
-	b := providers.Backend{
-		Name: c.Backend.Name, Provider: c.Backend.Provider, BaseURL: c.Backend.BaseURL,
-		UpstreamModel: c.Backend.UpstreamModel, Options: c.Backend.Options,
-		Timeout: time.Duration(c.Backend.TimeoutSeconds) * time.Second,
-	}
+// backend resolves a candidate into the provider's view, credential
+// included; the upstream model defaults to the route's model.
+func (t *Text) backend(ctx context.Context, c routing.Candidate) (upstream.Backend, error) {
+	b, err := credential.Resolve(ctx, t.Credentials, c.Route.Namespace, c.Backend)
 	if b.UpstreamModel == "" {
 		b.UpstreamModel = string(c.Route.Spec.Model)
 	}
-	if ref := c.Backend.CredentialSecretRef; ref != nil {
-		key, err := t.Credentials(ctx, c.Route.Namespace, ref.Name, ref.Key)
-		if err != nil {
-			return b, err
-		}
-		b.APIKey = key
-	}
-	return b, nil
+	return b, err
 }
 
 // pump copies stream events to the client. An event is flushed as soon as
@@ -376,7 +367,7 @@ func (t *Text) backend(ctx context.Context, c routing.Candidate) (providers.Back
 // emits with them) are not written but returned as tail, in SSE framing: the
 // caller sends them once the usage row is durable. complete is false when
 // the stream did not finish (client gone or upstream cut).
-func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Stream, observe func(providers.Event)) (complete bool, tail []byte) {
+func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *upstream.Stream, observe func(upstream.Event)) (complete bool, tail []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -413,7 +404,7 @@ func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *providers.Str
 			drain(ctx, s) // the client left; the upstream goes on and reports usage
 			return false, tail
 		}
-		if t.p.proto == providers.Responses {
+		if t.p.proto == upstream.Responses {
 			observe(ev)
 		}
 		if s.Complete() {
@@ -440,7 +431,7 @@ const (
 // upstreams report usage only in their last chunk): a client that hangs up
 // is billed what the upstream did. It stops at the upstream's end, after
 // drainTimeout or after drainBytes of event data.
-func drain(ctx context.Context, s *providers.Stream) {
+func drain(ctx context.Context, s *upstream.Stream) {
 	s.BeforeWait(nil) // nothing to flush to any more
 	deadline := time.Now().Add(drainTimeout)
 	read := 0
@@ -459,7 +450,7 @@ func drain(ctx context.Context, s *providers.Stream) {
 // cut after output began is charged for what was produced, without the
 // minimum charge. The error is the wait's: the client left (the row is
 // still written) or the row could not be stored.
-func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u providers.Usage, cut bool) (err error) {
+func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u upstream.Usage, cut bool) (err error) {
 	ctx := context.WithoutCancel(reqCtx) // the client may be gone; the charge is not
 	span := settlementSpan(ctx)
 	var quota billing.Quota
@@ -516,8 +507,8 @@ func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c te
 		t.p.fail(w, http.StatusServiceUnavailable, "usage_not_recorded", msg)
 		return
 	}
-	var ev providers.Event
-	if t.p.proto != providers.ChatCompletions {
+	var ev upstream.Event
+	if t.p.proto != upstream.ChatCompletions {
 		ev.Name = "error"
 	}
 	ev.Data = translate.ErrorBody(t.p.proto, http.StatusServiceUnavailable, msg)
@@ -533,7 +524,7 @@ func (t *Text) release(ctx context.Context, c textCall) {
 
 // writeUpstreamError answers a failed call in the client's protocol.
 func (t *Text) writeUpstreamError(w http.ResponseWriter, err error) {
-	if ue, ok := providers.AsUpstreamError(err); ok {
+	if ue, ok := upstream.As(err); ok {
 		if ue.Retryable {
 			t.p.fail(w, http.StatusBadGateway, "upstream_unavailable", "every upstream for this model failed; retry later")
 			return

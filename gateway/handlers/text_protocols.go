@@ -8,7 +8,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/apierr"
-	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // The three text protocols. Validation reads only what routing, billing and
@@ -16,7 +16,7 @@ import (
 
 func messagesProtocol() textProtocol {
 	return textProtocol{
-		proto: providers.Messages, endpoint: v1.EndpointMessages, allowXAPIKey: true,
+		proto: upstream.Messages, endpoint: v1.EndpointMessages, allowXAPIKey: true,
 		parse: parseMessages, insufficientQuota: http.StatusBadRequest,
 		fail: func(w http.ResponseWriter, status int, _, msg string) {
 			apierr.Messages(w, status, apierr.MessagesType(status), msg)
@@ -26,14 +26,14 @@ func messagesProtocol() textProtocol {
 
 func chatProtocol() textProtocol {
 	return textProtocol{
-		proto: providers.ChatCompletions, endpoint: v1.EndpointChatCompletions,
+		proto: upstream.ChatCompletions, endpoint: v1.EndpointChatCompletions,
 		parse: parseChat, insufficientQuota: http.StatusTooManyRequests, fail: openAIFail,
 	}
 }
 
 func responsesProtocol() textProtocol {
 	return textProtocol{
-		proto: providers.Responses, endpoint: v1.EndpointResponses,
+		proto: upstream.Responses, endpoint: v1.EndpointResponses,
 		parse: parseResponses, insufficientQuota: http.StatusTooManyRequests, fail: openAIFail,
 	}
 }

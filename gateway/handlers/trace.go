@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/modelgate/modelgate/gateway/auth"
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/telemetry"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // The spans of a request (docs/observability.md): the server span
@@ -116,7 +116,7 @@ func attemptFailed(span trace.Span, err error) {
 		return
 	}
 	kind := "transport"
-	if ue, ok := providers.AsUpstreamError(err); ok && ue.Status != 0 {
+	if ue, ok := upstream.As(err); ok && ue.Status != 0 {
 		kind = strconv.Itoa(ue.Status)
 	}
 	span.SetAttributes(telemetry.ErrorType.String(kind))
@@ -147,7 +147,7 @@ func settlementSpan(ctx context.Context) trace.Span {
 
 // endSettlement records the charge on the settlement span and the usage on
 // the request's server span (parent), then ends the settlement span.
-func endSettlement(span, parent trace.Span, u providers.Usage, quota int64, cut bool, err error) {
+func endSettlement(span, parent trace.Span, u upstream.Usage, quota int64, cut bool, err error) {
 	if !span.IsRecording() {
 		return
 	}

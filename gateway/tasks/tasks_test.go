@@ -1,11 +1,7 @@
 package tasks
 
 import (
-	"bytes"
-	"image/gif"
-	"image/png"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,49 +9,6 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
-
-func TestDirectives(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(ParseDirectives([]byte(`{"prompt":"a cat"}`))).To(Equal(Directives{}))
-	g.Expect(ParseDirectives([]byte(`{"prompt":"[sim:fail] a cat"}`))).To(Equal(Directives{Fail: true}))
-	g.Expect(ParseDirectives([]byte(`{"prompt":"a cat [sim:delay=1.5s]"}`))).To(Equal(Directives{Delay: 1500 * time.Millisecond}))
-	g.Expect(ParseDirectives([]byte(`{"prompt":"[sim:delay=soon]"}`))).To(Equal(Directives{}))
-	g.Expect(ParseDirectives([]byte(`not json`))).To(Equal(Directives{}))
-}
-
-func TestSimulatedImageIsARealPNGOfTheRequestedAspect(t *testing.T) {
-	for _, c := range []struct {
-		req  string
-		w, h int
-	}{
-		{`{"size":"16:9"}`, 64, 36},
-		{`{"size":"9:16"}`, 36, 64},
-		{`{"size":"1024x768"}`, 64, 48},
-		{`{"size":"512*1024"}`, 32, 64},
-		{`{"size":"auto"}`, 64, 64},
-		{`{}`, 64, 64},
-	} {
-		g := NewWithT(t)
-		raw, err := SimulatedImage("task_x", 0, []byte(c.req))
-		g.Expect(err).NotTo(HaveOccurred())
-		cfg, err := png.DecodeConfig(bytes.NewReader(raw))
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect([]int{cfg.Width, cfg.Height}).To(Equal([]int{c.w, c.h}), c.req)
-		again, _ := SimulatedImage("task_x", 0, []byte(c.req))
-		g.Expect(again).To(Equal(raw), "deterministic")
-	}
-}
-
-func TestSimulatedVideoIsAnAnimatedGIF(t *testing.T) {
-	g := NewWithT(t)
-	raw, err := SimulatedVideo("task_v", []byte(`{"ratio":"16:9"}`))
-	g.Expect(err).NotTo(HaveOccurred())
-	anim, err := gif.DecodeAll(bytes.NewReader(raw))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(anim.Image).To(HaveLen(8))
-	g.Expect(anim.Config.Width).To(Equal(64))
-	g.Expect(anim.Config.Height).To(Equal(36))
-}
 
 func TestIDsAndNames(t *testing.T) {
 	g := NewWithT(t)

@@ -22,24 +22,3 @@ func PricingUsage(u *v1.ImageTokenUsage) pricing.Usage {
 	}
 	return out
 }
-
-// Simulated token usage: what the simulated backend reports per request,
-// so token-priced models can be served and billed end to end in dev.
-const (
-	SimulatedImageOutputTokens = 1056 // one 1024x1024 image at medium quality, as gpt-image-1 reports it
-	SimulatedImageInputTokens  = 258  // one reference image
-)
-
-// SimulatedUsage is the deterministic usage of a simulated image task:
-// a token per 4 prompt bytes (at least 1), SimulatedImageInputTokens per
-// reference image and SimulatedImageOutputTokens per output.
-func SimulatedUsage(promptBytes, references, outputs int64) *v1.ImageTokenUsage {
-	text := max((promptBytes+3)/4, 1)
-	image := references * SimulatedImageInputTokens
-	out := outputs * SimulatedImageOutputTokens
-	return &v1.ImageTokenUsage{
-		InputTokens: text + image, OutputTokens: out, TotalTokens: text + image + out,
-		InputTokensDetails:  &v1.InputTokenDetails{TokenCountDetails: v1.TokenCountDetails{TextTokens: text, ImageTokens: image}},
-		OutputTokensDetails: &v1.TokenCountDetails{ImageTokens: out},
-	}
-}

@@ -9,6 +9,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 // secretData mirrors the Data of the cached Secrets by namespace/name, from
@@ -67,20 +69,12 @@ func (d *secretData) get(ns, name string) (map[string][]byte, bool) {
 // credentials reads an upstream credential from a Secret of the route's
 // namespace: from the mirror, or through the client (a Secret the informer
 // has not delivered yet). The value goes only into the upstream request.
-func credentials(secrets *secretData, c client.Reader) func(ctx context.Context, ns, name, key string) (string, error) {
+func credentials(secrets *secretData, c client.Reader) credential.Source {
+	direct := credential.FromReader(c)
 	return func(ctx context.Context, ns, name, key string) (string, error) {
-		data, ok := secrets.get(ns, name)
-		if !ok {
-			s := &corev1.Secret{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
-				return "", fmt.Errorf("credential secret %s/%s: %w", ns, name, err)
-			}
-			data = s.Data
+		if data, ok := secrets.get(ns, name); ok {
+			return credential.FromData(data, ns, name, key)
 		}
-		v := data[key]
-		if len(v) == 0 {
-			return "", fmt.Errorf("credential secret %s/%s has no key %q", ns, name, key)
-		}
-		return string(v), nil
+		return direct(ctx, ns, name, key)
 	}
 }

@@ -18,10 +18,9 @@ import (
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/kubescheme"
 	"github.com/modelgate/modelgate/gateway/metrics"
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 )
 
 // SystemOptions configure the whole system: the controllers, the gateway or
@@ -107,7 +106,7 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 	}
 	if o.Controllers != nil {
 		copts := *o.Controllers
-		copts.Ledger, copts.KnownProvider, copts.Blobs = o.Ledger, KnownProvider, s.Blobs
+		copts.Ledger, copts.KnownProvider, copts.Blobs, copts.Upstreams = o.Ledger, KnownProvider, s.Blobs, builtin.Registry()
 		if err := controllers.Setup(mgr, copts); err != nil {
 			return nil, err
 		}
@@ -158,16 +157,9 @@ func (s *System) addHealthChecks(ctx context.Context, ledger *store.Store) error
 // Start runs the manager (controllers, gateway, endpoints) until ctx ends.
 func (s *System) Start(ctx context.Context) error { return s.Manager.Start(ctx) }
 
-// KnownProvider reports whether a provider adapter is compiled in: a text
-// provider or an asynchronous media adapter. The ModelRoute controller
-// refuses routes to any other.
-func KnownProvider(name string) bool {
-	if _, ok := providers.Get(name); ok {
-		return true
-	}
-	_, ok := upstream.Get(name)
-	return ok
-}
+// KnownProvider reports whether an adapter of the provider is compiled in
+// (builtin.Registry). The ModelRoute controller refuses routes to any other.
+func KnownProvider(name string) bool { return builtin.Registry().Known(name) }
 
 func orOff(addr string) string {
 	if addr == "" {

@@ -40,12 +40,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tokenspec"
 	"github.com/modelgate/modelgate/gateway/uploads"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/gateway/usagelog"
-
-	// Provider adapters register themselves.
-	_ "github.com/modelgate/modelgate/gateway/providers/anthropic"
-	_ "github.com/modelgate/modelgate/gateway/providers/openai"
-	_ "github.com/modelgate/modelgate/gateway/providers/simulated"
 )
 
 // Options configure the gateway.
@@ -208,6 +204,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		UsageLog:        usageSink(usage, o.WrapUsageSink),
 		Prices:          prices.Table,
 		RecheckPrices:   prices.Recheck,
+		Upstreams:       builtin.Registry(),
 		Credentials:     credentials(secrets, mgr.GetClient()),
 		SystemNamespace: o.SystemNamespace,
 		Blobs:           blobs,

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream/openai"
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/openai"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 )
 
 func call(f *fakeupstream.OpenAIImages, model, request string, opts map[string]string) upstream.Call {
 	return upstream.Call{
-		Backend: upstream.Backend{Name: "oa", Provider: openai.Name, BaseURL: f.URL + "/v1", Credential: f.Key(),
+		Backend: upstream.Backend{Name: "oa", Provider: openai.Name, BaseURL: f.URL + "/v1", APIKey: f.Key(),
 			UpstreamModel: model, Options: opts},
 		Kind: upstream.Image, TaskID: "task_1", Request: json.RawMessage(request),
 	}
@@ -35,7 +35,7 @@ func classOf(t *testing.T, err error) *upstream.Error {
 func TestGPTImageAnswersBase64Bytes(t *testing.T) {
 	f := fakeupstream.NewOpenAIImages()
 	defer f.Close()
-	s, err := openai.Adapter{}.Submit(context.Background(),
+	s, err := openai.New(nil).Submit(context.Background(),
 		call(f, "gpt-image-1", `{"model":"brand-4-0","prompt":"two lamps","n":2,"size":"16:9","metadata":{"watermark":true}}`, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestGPTImageAnswersBase64Bytes(t *testing.T) {
 func TestDallEAnswersURLs(t *testing.T) {
 	f := fakeupstream.NewOpenAIImages()
 	defer f.Close()
-	s, err := openai.Adapter{}.Submit(context.Background(),
+	s, err := openai.New(nil).Submit(context.Background(),
 		call(f, "dall-e-2", `{"model":"m","prompt":"a fox"}`, map[string]string{"size": "512x512"}))
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestDallEAnswersURLs(t *testing.T) {
 	}
 
 	// b64_json on request, through the backend option.
-	s, err = openai.Adapter{}.Submit(context.Background(),
+	s, err = openai.New(nil).Submit(context.Background(),
 		call(f, "dall-e-3", `{"model":"m","prompt":"a fox","size":"9:16"}`,
 			map[string]string{"responseFormat": "b64_json", "portraitSize": "1024x1792"}))
 	if err != nil {
@@ -104,12 +104,12 @@ func TestDallEAnswersURLs(t *testing.T) {
 func TestErrorsAreClassified(t *testing.T) {
 	f := fakeupstream.NewOpenAIImages()
 	defer f.Close()
-	a := openai.Adapter{}
+	a := openai.New(nil)
 	c := call(f, "gpt-image-1", `{"model":"m","prompt":"p"}`, nil)
 
 	f.Fail(fakeupstream.ImageFailure{Status: 500, Message: "The server had an error while processing your request."})
 	_, err := a.Submit(context.Background(), c)
-	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retry {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retryable {
 		t.Fatalf("500: %+v", ue)
 	}
 
@@ -134,13 +134,13 @@ func TestErrorsAreClassified(t *testing.T) {
 
 	// What this adapter cannot do moves the task elsewhere.
 	_, err = a.Submit(context.Background(), call(f, "gpt-image-1", `{"model":"m","prompt":"p","image_urls":["https://x/a.png"]}`, nil))
-	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retry {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retryable {
 		t.Fatalf("image_urls: %+v", ue)
 	}
 	v := c
 	v.Kind = upstream.Video
 	_, err = a.Submit(context.Background(), v)
-	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retry {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retryable {
 		t.Fatalf("video: %+v", ue)
 	}
 	if _, err := a.Poll(context.Background(), c, "x"); classOf(t, err).Class != upstream.Permanent {

@@ -5,8 +5,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/modelgate/modelgate/gateway/providers"
-	"github.com/modelgate/modelgate/gateway/providers/simulated"
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 )
 
 var benchBody = []byte(`{"model":"claude-client","max_tokens":1024,"system":"You are a helpful assistant.","messages":[{"role":"user","content":"Write a short poem about load balancers. [sim:tokens=100]"}]}`)
@@ -16,12 +16,12 @@ var benchStreamBody = []byte(`{"model":"claude-client","max_tokens":1024,"stream
 // BenchmarkInvokePassThrough: a messages client on the messages-speaking
 // simulator, non-streaming (model rewrite only, no translation).
 func BenchmarkInvokePassThrough(b *testing.B) {
-	p := simulated.New(providers.Messages)
-	be := providers.Backend{Name: "sim", UpstreamModel: "sim-model"}
+	p := simulated.New(upstream.Messages)
+	be := upstream.Backend{Name: "sim", UpstreamModel: "sim-model"}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := providers.Invoke(ctx, p, be, providers.Request{Protocol: providers.Messages, Body: benchBody})
+		res, err := upstream.Invoke(ctx, p, be, upstream.Request{Protocol: upstream.Messages, Body: benchBody})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -29,7 +29,7 @@ func BenchmarkInvokePassThrough(b *testing.B) {
 	}
 }
 
-func drainBench(b *testing.B, res *providers.Result) {
+func drainBench(b *testing.B, res *upstream.Result) {
 	for {
 		if _, err := res.Stream.Next(); err != nil {
 			if err != io.EOF {
@@ -44,12 +44,12 @@ func drainBench(b *testing.B, res *providers.Result) {
 // BenchmarkInvokePassThroughStream: messages stream, 100 tokens in chunks
 // of 4, passed through.
 func BenchmarkInvokePassThroughStream(b *testing.B) {
-	p := simulated.New(providers.Messages)
-	be := providers.Backend{Name: "sim", UpstreamModel: "sim-model"}
+	p := simulated.New(upstream.Messages)
+	be := upstream.Backend{Name: "sim", UpstreamModel: "sim-model"}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := providers.Invoke(ctx, p, be, providers.Request{Protocol: providers.Messages, Body: benchStreamBody, Stream: true})
+		res, err := upstream.Invoke(ctx, p, be, upstream.Request{Protocol: upstream.Messages, Body: benchStreamBody, Stream: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -60,12 +60,12 @@ func BenchmarkInvokePassThroughStream(b *testing.B) {
 // BenchmarkInvokeTranslatedStream: a messages client on the chat-speaking
 // simulator, streaming: request, chunks and usage are translated.
 func BenchmarkInvokeTranslatedStream(b *testing.B) {
-	p := simulated.New(providers.ChatCompletions)
-	be := providers.Backend{Name: "sim", UpstreamModel: "sim-model"}
+	p := simulated.New(upstream.ChatCompletions)
+	be := upstream.Backend{Name: "sim", UpstreamModel: "sim-model"}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := providers.Invoke(ctx, p, be, providers.Request{Protocol: providers.Messages, Body: benchStreamBody, Stream: true})
+		res, err := upstream.Invoke(ctx, p, be, upstream.Request{Protocol: upstream.Messages, Body: benchStreamBody, Stream: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -30,7 +30,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // Name is the provider name.
@@ -42,9 +42,7 @@ const (
 	DefaultPollTimeout   = 30 * time.Second
 )
 
-func init() { upstream.Register(Name, Adapter{}) }
-
-// Adapter implements upstream.Adapter for the task contract.
+// Adapter implements upstream.TaskAdapter for the task contract.
 type Adapter struct {
 	// Now is the clock for HTTP-date Retry-After values (nil: time.Now).
 	Now func() time.Time
@@ -64,7 +62,7 @@ func path(k upstream.Kind) string {
 	return "/v1/images/generations"
 }
 
-// Submit implements upstream.Adapter.
+// Submit implements upstream.TaskAdapter.
 func (a Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
 	if err := upstream.CheckBase(c.Backend); err != nil {
 		return upstream.Submitted{}, err
@@ -103,7 +101,7 @@ func (a Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitte
 	return sub, nil
 }
 
-// Poll implements upstream.Adapter.
+// Poll implements upstream.TaskAdapter.
 func (a Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream.Status, error) {
 	if err := upstream.CheckBase(c.Backend); err != nil {
 		err.Class = upstream.Permanent
@@ -127,7 +125,7 @@ func (a Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream
 	obj, err := decode(x.Body)
 	if err != nil {
 		return upstream.Status{}, &upstream.Error{Class: upstream.Transient, Status: x.Status,
-			Message: "the upstream's task answer is not a task object", Retry: true, Err: err}
+			Message: "the upstream's task answer is not a task object", Retryable: true, Err: err}
 	}
 	st := obj.status()
 	st.RetryAfter = upstream.ParseRetryAfter(x.Header.Get("Retry-After"), a.now())
@@ -136,7 +134,7 @@ func (a Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream
 
 func authorize(req *http.Request, b upstream.Backend) {
 	req.Header.Set("Accept", "application/json")
-	if k := strings.TrimSpace(b.Credential); k != "" {
+	if k := strings.TrimSpace(b.APIKey); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
 }
@@ -179,7 +177,7 @@ type task struct {
 	} `json:"result"`
 	Error json.RawMessage `json:"error"`
 	// Usage is the image token usage of a token-priced model.
-	Usage *upstream.Usage `json:"usage"`
+	Usage *upstream.ImageUsage `json:"usage"`
 	// Data wraps the task in some aggregators ({"code":0,"data":{…}}).
 	Data json.RawMessage `json:"data"`
 }
@@ -294,7 +292,7 @@ func seconds(raw json.RawMessage) int64 {
 	return int64(math.Ceil(min(f, 24*3600)))
 }
 
-var _ upstream.Adapter = Adapter{}
+var _ upstream.TaskAdapter = Adapter{}
 
 // String names the adapter (for logs).
 func (Adapter) String() string { return fmt.Sprintf("upstream adapter %q", Name) }

@@ -1,4 +1,4 @@
-package providers_test
+package upstream_test
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package providers
+package upstream
 
 import (
 	"bytes"
@@ -57,12 +57,12 @@ func (r *Result) Close() error {
 // The upstream protocol is the client's when p speaks it (then the body is
 // forwarded byte for byte except for the model field), else p's first
 // protocol (then the request and the answer are translated). Errors before
-// any byte reached the client are *UpstreamError; a cancelled ctx returns
+// any byte reached the client are *Error; a cancelled ctx returns
 // ctx.Err().
-func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, error) {
+func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Result, error) {
 	client := req.Protocol
 	if !client.Valid() {
-		return nil, fmt.Errorf("providers: unknown client protocol %q", client)
+		return nil, fmt.Errorf("upstream: unknown client protocol %q", client)
 	}
 	up := UpstreamProtocol(p, client)
 	clientModel := req.Model
@@ -77,7 +77,7 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 
 	body, err := upstreamBody(client, up, req, b.UpstreamModel, includeUsage)
 	if err != nil {
-		return nil, &UpstreamError{Status: http.StatusBadRequest, Message: err.Error(), Err: err}
+		return nil, textError(http.StatusBadRequest, false, err.Error(), err)
 	}
 
 	timeout := b.Timeout
@@ -94,12 +94,12 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 	}
 	transportErr := func(err error) error {
 		if timedOut.Load() {
-			return &UpstreamError{Status: http.StatusGatewayTimeout, Retryable: true, Message: "upstream timed out", Err: err}
+			return textError(http.StatusGatewayTimeout, true, "upstream timed out", err)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream connection failed", Err: err}
+		return textError(http.StatusBadGateway, true, "upstream connection failed", err)
 	}
 
 	resp, err := p.Send(cctx, b, up, body, req.Stream, req.Header)
@@ -109,7 +109,7 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 	if resp.StatusCode >= 300 {
 		eb, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
-		return fail(statusError(resp.StatusCode, eb))
+		return fail(textStatusError(resp.StatusCode, eb))
 	}
 
 	res := &Result{Upstream: up, Translated: up != client, cancel: cancel}
@@ -145,7 +145,7 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 		// replay it as a stream of the client's protocol.
 		s, err := streamFromBody(raw, up, client, clientModel, includeUsage, cancel)
 		if err != nil {
-			return fail(&UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream sent an unreadable response", Err: err})
+			return fail(textError(http.StatusBadGateway, true, "upstream sent an unreadable response", err))
 		}
 		res.Stream = s
 		return res, nil
@@ -158,7 +158,7 @@ func Invoke(ctx context.Context, p Provider, b Backend, req Request) (*Result, e
 		res.Body, res.Usage, err = translate.TranslateResponse(up, client, raw, clientModel)
 	}
 	if err != nil {
-		return fail(&UpstreamError{Status: http.StatusBadGateway, Retryable: true, Message: "upstream sent an unreadable response", Err: err})
+		return fail(textError(http.StatusBadGateway, true, "upstream sent an unreadable response", err))
 	}
 	if !res.UsageReported {
 		res.Usage = estimateUsage(up, raw, res.Usage)
@@ -190,7 +190,7 @@ func estimateOutput(r *translate.Response) int64 {
 }
 
 func transportErrOr(err error, f func(error) error) error {
-	if _, ok := AsUpstreamError(err); ok {
+	if _, ok := As(err); ok {
 		return err
 	}
 	return f(err)
@@ -249,7 +249,7 @@ func newStream(body io.ReadCloser, up, client Protocol, model string, includeUsa
 }
 
 // prime reads the first upstream event and turns an immediate error event
-// into an UpstreamError.
+// into an *Error.
 func (s *Stream) prime() error {
 	ev, err := s.rd.Next()
 	if err != nil {
@@ -271,8 +271,8 @@ func (s *Stream) prime() error {
 		if s, ok := apierr.StatusOf(typ); ok && RetryableStatus(s) {
 			status = s
 		}
-		ue := statusError(status, body)
-		ue.Retryable = true
+		ue := textStatusError(status, body)
+		ue.Class, ue.Retryable = Failover, true
 		return ue
 	}
 	s.first, s.hasFirst = ev, true
@@ -311,7 +311,7 @@ func (s *Stream) Next() (Event, error) {
 			case err == io.EOF:
 				s.err = io.ErrUnexpectedEOF
 			case s.closed.Load():
-				s.err = errors.New("providers: stream closed")
+				s.err = errors.New("upstream: stream closed")
 			default:
 				s.err = err
 			}

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
-	"github.com/modelgate/modelgate/gateway/tasks/upstream/taskapi"
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/taskapi"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 )
 
 func call(f *fakeupstream.TaskAPI, kind upstream.Kind, taskID, request string) upstream.Call {
 	return upstream.Call{
-		Backend: upstream.Backend{Name: "up", Provider: taskapi.Name, BaseURL: f.URL + "/v1", Credential: f.Key(),
+		Backend: upstream.Backend{Name: "up", Provider: taskapi.Name, BaseURL: f.URL + "/v1", APIKey: f.Key(),
 			UpstreamModel: "vendor-video-3"},
 		Kind: kind, TaskID: taskID, Request: json.RawMessage(request),
 	}
@@ -163,7 +163,7 @@ func TestSubmissionFailuresAreClassified(t *testing.T) {
 
 	f.FailSubmits(fakeupstream.SubmitFailure{Status: 500, Message: "boom"})
 	_, err := a.Submit(context.Background(), c)
-	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retry || ue.Status != 500 {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retryable || ue.Status != 500 {
 		t.Fatalf("500: %+v", ue)
 	}
 
@@ -179,7 +179,7 @@ func TestSubmissionFailuresAreClassified(t *testing.T) {
 	defer rf.Close()
 	rf.FailSubmits(fakeupstream.SubmitFailure{Reset: true}, fakeupstream.SubmitFailure{Reset: true})
 	_, err = a.Submit(context.Background(), call(rf, upstream.Video, "task_x", `{"model":"v","prompt":"p"}`))
-	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retry {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retryable {
 		t.Fatalf("reset: %+v", ue)
 	}
 
@@ -190,23 +190,23 @@ func TestSubmissionFailuresAreClassified(t *testing.T) {
 	}
 
 	bad := c
-	bad.Backend.Credential = "wrong"
+	bad.Backend.APIKey = "wrong"
 	_, err = a.Submit(context.Background(), bad)
-	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retry || ue.Status != 401 {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retryable || ue.Status != 401 {
 		t.Fatalf("401: %+v", ue)
 	}
 
 	refused := c
 	refused.Backend.BaseURL = fakeupstream.RefusedURL()
 	_, err = a.Submit(context.Background(), refused)
-	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retry {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || !ue.Retryable {
 		t.Fatalf("refused: %+v", ue)
 	}
 
 	none := c
 	none.Backend.BaseURL = ""
 	_, err = a.Submit(context.Background(), none)
-	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retry {
+	if ue := classOf(t, err); ue.Class != upstream.Failover || ue.Retryable {
 		t.Fatalf("no base URL: %+v", ue)
 	}
 	if f.Submissions() != 0 {

@@ -1,4 +1,4 @@
-// Package openai is the upstream adapter for the OpenAI Images API
+// The task capability of the openai provider: the OpenAI Images API
 // (POST {baseURL}/v1/images/generations), which is synchronous: the answer
 // to the submission is the result.
 //
@@ -17,6 +17,7 @@
 //
 // Reference images (image_urls) need the edits endpoint, which this adapter
 // does not speak: such a task moves to another backend. Video tasks too.
+
 package openai
 
 import (
@@ -30,16 +31,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
-// Name is the provider name (the same as the text provider's: one route
-// backend kind, "openai", serves chat and images).
-const Name = "openai"
-
-// DefaultTimeout bounds one generation (OpenAI image models take up to a
+// DefaultImageTimeout bounds one image generation (OpenAI image models take up to a
 // minute or two).
-const DefaultTimeout = 180 * time.Second
+const DefaultImageTimeout = 180 * time.Second
 
 // Default sizes for aspect ratios (GPT image models).
 const (
@@ -47,11 +44,6 @@ const (
 	DefaultLandscapeSize = "1536x1024"
 	DefaultPortraitSize  = "1024x1536"
 )
-
-func init() { upstream.Register(Name, Adapter{}) }
-
-// Adapter implements upstream.Adapter for the OpenAI Images API.
-type Adapter struct{}
 
 type request struct {
 	Prompt    string   `json:"prompt"`
@@ -75,13 +67,13 @@ type wireResponse struct {
 		URL     string `json:"url"`
 		B64JSON string `json:"b64_json"`
 	} `json:"data"`
-	OutputFormat string          `json:"output_format"`
-	Usage        *upstream.Usage `json:"usage"`
+	OutputFormat string               `json:"output_format"`
+	Usage        *upstream.ImageUsage `json:"usage"`
 }
 
-// Submit implements upstream.Adapter: it generates the images and returns
+// Submit implements upstream.TaskAdapter: it generates the images and returns
 // them as the final result.
-func (Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
+func (*Provider) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
 	if c.Kind != upstream.Image {
 		return upstream.Submitted{}, upstream.Unsupported("backend %q (openai) generates images only", c.Backend.Name)
 	}
@@ -103,7 +95,7 @@ func (Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted,
 	}
 	body, _ := json.Marshal(w)
 
-	ctx, cancel := context.WithTimeout(ctx, c.Backend.TimeoutOr(DefaultTimeout))
+	ctx, cancel := context.WithTimeout(ctx, c.Backend.TimeoutOr(DefaultImageTimeout))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream.Endpoint(c.Backend.BaseURL, "/v1/images/generations"), bytes.NewReader(body))
 	if err != nil {
@@ -111,7 +103,7 @@ func (Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if k := strings.TrimSpace(c.Backend.Credential); k != "" {
+	if k := strings.TrimSpace(c.Backend.APIKey); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	if v := o["organization"]; v != "" {
@@ -158,9 +150,9 @@ func (Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted,
 	return upstream.Submitted{Final: &st}, nil
 }
 
-// Poll implements upstream.Adapter. The Images API is synchronous: there is
+// Poll implements upstream.TaskAdapter. The Images API is synchronous: there is
 // no task to poll, so a task found waiting on it lost its result.
-func (Adapter) Poll(context.Context, upstream.Call, string) (upstream.Status, error) {
+func (*Provider) Poll(context.Context, upstream.Call, string) (upstream.Status, error) {
 	return upstream.Status{}, &upstream.Error{Class: upstream.Permanent,
 		Message: "the OpenAI Images API is synchronous and has no task to poll"}
 }
@@ -219,4 +211,4 @@ func contentType(format string) string {
 	return "" // sniffed by the controller
 }
 
-var _ upstream.Adapter = Adapter{}
+var _ upstream.TaskAdapter = (*Provider)(nil)

@@ -1,4 +1,4 @@
-package providers_test
+package upstream_test
 
 import (
 	"bytes"
@@ -14,16 +14,17 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/modelgate/modelgate/gateway/providers"
-	"github.com/modelgate/modelgate/gateway/providers/anthropic"
-	"github.com/modelgate/modelgate/gateway/providers/openai"
-	"github.com/modelgate/modelgate/gateway/providers/simulated"
 	"github.com/modelgate/modelgate/gateway/translate"
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
+	"github.com/modelgate/modelgate/gateway/upstream/openai"
+	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 )
 
-func drain(t *testing.T, s *providers.Stream) ([]providers.Event, error) {
+func drain(t *testing.T, s *upstream.Stream) ([]upstream.Event, error) {
 	t.Helper()
-	var evs []providers.Event
+	var evs []upstream.Event
 	for {
 		ev, err := s.Next()
 		if err != nil {
@@ -32,11 +33,11 @@ func drain(t *testing.T, s *providers.Stream) ([]providers.Event, error) {
 			}
 			return evs, err
 		}
-		evs = append(evs, providers.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...)})
+		evs = append(evs, upstream.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...)})
 	}
 }
 
-func names(evs []providers.Event) []string {
+func names(evs []upstream.Event) []string {
 	var out []string
 	for _, e := range evs {
 		if e.Name != "" {
@@ -50,22 +51,28 @@ func names(evs []providers.Event) []string {
 
 func TestRegistry(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(providers.Names()).To(ContainElements(anthropic.Name, openai.Name, simulated.Name, simulated.NameOpenAI))
-	p, ok := providers.Get(anthropic.Name)
+	reg := builtin.Registry()
+	g.Expect(reg.Names()).To(ContainElements(anthropic.Name, openai.Name, simulated.Name, simulated.NameOpenAI))
+	p, ok := reg.Text(anthropic.Name)
 	g.Expect(ok).To(BeTrue())
-	g.Expect(p.Protocols()).To(Equal([]providers.Protocol{providers.Messages}))
-	_, ok = providers.Get("nope")
+	g.Expect(p.Protocols()).To(Equal([]upstream.Protocol{upstream.Messages}))
+	_, ok = reg.Text("nope")
 	g.Expect(ok).To(BeFalse())
-	g.Expect(func() { providers.Register(anthropic.Name, p) }).To(Panic())
+	g.Expect(reg.Known("nope")).To(BeFalse())
+	g.Expect(reg.Known(anthropic.Name)).To(BeTrue())
+	g.Expect(func() {
+		upstream.NewRegistry(upstream.Entry{Name: "a", Adapter: p}, upstream.Entry{Name: "a", Adapter: p})
+	}).To(Panic())
+	g.Expect(func() { upstream.NewRegistry(upstream.Entry{Name: "a", Adapter: 42}) }).To(Panic())
 
-	op, _ := providers.Get(openai.Name)
-	g.Expect(providers.UpstreamProtocol(op, providers.Responses)).To(Equal(providers.Responses))
-	g.Expect(providers.UpstreamProtocol(op, providers.Messages)).To(Equal(providers.ChatCompletions))
+	op, _ := reg.Text(openai.Name)
+	g.Expect(upstream.UpstreamProtocol(op, upstream.Responses)).To(Equal(upstream.Responses))
+	g.Expect(upstream.UpstreamProtocol(op, upstream.Messages)).To(Equal(upstream.ChatCompletions))
 }
 
 func TestBackendNeverShowsItsKey(t *testing.T) {
 	g := NewWithT(t)
-	b := providers.Backend{Name: "b1", Provider: "openai", APIKey: "sk-secret-123", UpstreamModel: "m"}
+	b := upstream.Backend{Name: "b1", Provider: "openai", APIKey: "sk-secret-123", UpstreamModel: "m"}
 	for _, s := range []string{fmt.Sprint(b), fmt.Sprintf("%v %+v %#v %s", b, b, b, b)} {
 		g.Expect(s).NotTo(ContainSubstring("sk-secret"))
 		g.Expect(s).To(ContainSubstring("[redacted]"))
@@ -76,13 +83,6 @@ func TestBackendNeverShowsItsKey(t *testing.T) {
 	g.Expect(buf.String()).To(ContainSubstring(`"name":"b1"`))
 }
 
-func TestEndpoint(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(providers.Endpoint("https://api.openai.com/v1", "/v1/responses")).To(Equal("https://api.openai.com/v1/responses"))
-	g.Expect(providers.Endpoint("https://api.anthropic.com/", "/v1/messages")).To(Equal("https://api.anthropic.com/v1/messages"))
-	g.Expect(providers.Endpoint("http://x/proxy/v1/", "/v1/chat/completions")).To(Equal("http://x/proxy/v1/chat/completions"))
-}
-
 // The model is rewritten in the forwarded body and in the answer; every
 // other byte passes through untouched.
 func TestAnthropicPassThroughKeepsBytes(t *testing.T) {
@@ -91,9 +91,9 @@ func TestAnthropicPassThroughKeepsBytes(t *testing.T) {
 		writeJSON(w, 200, anthropicMessage)
 	})
 	clientBody := "{\n  \"max_tokens\": 64,\n  \"model\" :  \"claude-client\",\n  \"messages\": [{\"role\": \"user\", \"content\": \"Hi \\u00e9 \\\"model\\\"\"}],\n  \"metadata\": {\"model\": \"claude-client\"}\n}"
-	b := providers.Backend{Provider: "anthropic", BaseURL: f.URL, APIKey: "ak-1", UpstreamModel: "claude-upstream"}
-	res, err := providers.Invoke(context.Background(), anthropic.New(nil), b, providers.Request{
-		Protocol: providers.Messages, Body: []byte(clientBody),
+	b := upstream.Backend{Provider: "anthropic", BaseURL: f.URL, APIKey: "ak-1", UpstreamModel: "claude-upstream"}
+	res, err := upstream.Invoke(context.Background(), anthropic.New(nil), b, upstream.Request{
+		Protocol: upstream.Messages, Body: []byte(clientBody),
 		Header: http.Header{"Anthropic-Beta": {"prompt-caching-2024-07-31"}, "X-Other": {"no"}},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -111,13 +111,13 @@ func TestAnthropicPassThroughKeepsBytes(t *testing.T) {
 	g.Expect(res.Translated).To(BeFalse())
 	g.Expect(string(res.Body)).To(Equal(strings.Replace(anthropicMessage, `"claude-upstream"`, `"claude-client"`, 1)))
 	g.Expect(res.UsageReported).To(BeTrue())
-	g.Expect(res.Usage).To(Equal(providers.Usage{InputTokens: 12, OutputTokens: 6, CacheReadTokens: ptr(0), CacheWriteTokens: ptr(100)}))
+	g.Expect(res.Usage).To(Equal(upstream.Usage{InputTokens: 12, OutputTokens: 6, CacheReadTokens: ptr(0), CacheWriteTokens: ptr(100)}))
 
 	// The client's anthropic-version wins over the default; a backend can
 	// add a beta header.
 	b.Options = map[string]string{"anthropic-beta": "output-128k-2025-02-19"}
-	_, err = providers.Invoke(context.Background(), anthropic.New(nil), b, providers.Request{
-		Protocol: providers.Messages, Body: []byte(clientBody), Header: http.Header{"Anthropic-Version": {"2024-01-01"}},
+	_, err = upstream.Invoke(context.Background(), anthropic.New(nil), b, upstream.Request{
+		Protocol: upstream.Messages, Body: []byte(clientBody), Header: http.Header{"Anthropic-Version": {"2024-01-01"}},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.last().Header.Get("anthropic-version")).To(Equal("2024-01-01"))
@@ -129,8 +129,8 @@ func ptr(v int64) *int64 { return &v }
 func TestAnthropicStreamPassThrough(t *testing.T) {
 	g := NewWithT(t)
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeSSE(w, anthropicStream, 0) })
-	res, err := providers.Invoke(context.Background(), anthropic.New(nil), providers.Backend{BaseURL: f.URL, UpstreamModel: "claude-upstream"},
-		providers.Request{Protocol: providers.Messages, Stream: true, Body: []byte(`{"model":"claude-client","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)})
+	res, err := upstream.Invoke(context.Background(), anthropic.New(nil), upstream.Backend{BaseURL: f.URL, UpstreamModel: "claude-upstream"},
+		upstream.Request{Protocol: upstream.Messages, Stream: true, Body: []byte(`{"model":"claude-client","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res.Close()
 	g.Expect(f.last().Header.Get("Accept")).To(Equal("text/event-stream"))
@@ -146,7 +146,7 @@ func TestAnthropicStreamPassThrough(t *testing.T) {
 	}
 	g.Expect(res.Stream.Complete()).To(BeTrue())
 	g.Expect(res.Stream.UsageReported()).To(BeTrue())
-	g.Expect(res.Stream.Usage()).To(Equal(providers.Usage{InputTokens: 25, OutputTokens: 15, CacheReadTokens: ptr(1000), CacheWriteTokens: ptr(0)}))
+	g.Expect(res.Stream.Usage()).To(Equal(upstream.Usage{InputTokens: 25, OutputTokens: 15, CacheReadTokens: ptr(1000), CacheWriteTokens: ptr(0)}))
 }
 
 func TestMessagesClientOnOpenAIUpstream(t *testing.T) {
@@ -157,13 +157,13 @@ func TestMessagesClientOnOpenAIUpstream(t *testing.T) {
 		}
 		writeJSON(w, 200, openAIChatCompletion)
 	})
-	b := providers.Backend{BaseURL: f.URL + "/v1", APIKey: "sk-up", UpstreamModel: "gpt-upstream",
+	b := upstream.Backend{BaseURL: f.URL + "/v1", APIKey: "sk-up", UpstreamModel: "gpt-upstream",
 		Options: map[string]string{"organization": "org-1", "project": "proj-1"}}
 	p := openai.New(nil)
 
 	t.Run("non-streaming", func(t *testing.T) {
 		g := NewWithT(t)
-		res, err := providers.Invoke(context.Background(), p, b, providers.Request{Protocol: providers.Messages,
+		res, err := upstream.Invoke(context.Background(), p, b, upstream.Request{Protocol: upstream.Messages,
 			Body: []byte(`{"model":"claude-client","max_tokens":100,"system":"Be brief.","messages":[{"role":"user","content":"Hello"}]}`)})
 		g.Expect(err).NotTo(HaveOccurred())
 		defer res.Close()
@@ -176,18 +176,18 @@ func TestMessagesClientOnOpenAIUpstream(t *testing.T) {
 		g.Expect(up.Header.Get("anthropic-version")).To(BeEmpty())
 		g.Expect(string(up.Body)).To(MatchJSON(`{"model":"gpt-upstream","max_completion_tokens":100,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello"}]}`))
 		g.Expect(res.Translated).To(BeTrue())
-		g.Expect(res.Upstream).To(Equal(providers.ChatCompletions))
+		g.Expect(res.Upstream).To(Equal(upstream.ChatCompletions))
 		id, _ := translate.FieldString(res.Body, "id")
 		g.Expect(id).To(HavePrefix("msg_"))
 		g.Expect(string(res.Body)).To(MatchJSON(fmt.Sprintf(`{"id":%q,"type":"message","role":"assistant","model":"claude-client",
 			"content":[{"type":"text","text":"Hello! How can I help?"}],"stop_reason":"end_turn","stop_sequence":null,
 			"usage":{"input_tokens":19,"output_tokens":10,"cache_read_input_tokens":0}}`, id)))
-		g.Expect(res.Usage).To(Equal(providers.Usage{InputTokens: 19, OutputTokens: 10, CacheReadTokens: ptr(0), ReportedTotalTokens: ptr(29)}))
+		g.Expect(res.Usage).To(Equal(upstream.Usage{InputTokens: 19, OutputTokens: 10, CacheReadTokens: ptr(0), ReportedTotalTokens: ptr(29)}))
 	})
 
 	t.Run("streaming with a tool call", func(t *testing.T) {
 		g := NewWithT(t)
-		res, err := providers.Invoke(context.Background(), p, b, providers.Request{Protocol: providers.Messages, Stream: true,
+		res, err := upstream.Invoke(context.Background(), p, b, upstream.Request{Protocol: upstream.Messages, Stream: true,
 			Body: []byte(`{"model":"claude-client","max_tokens":100,"stream":true,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Weather?"}]}`)})
 		g.Expect(err).NotTo(HaveOccurred())
 		defer res.Close()
@@ -202,7 +202,7 @@ func TestMessagesClientOnOpenAIUpstream(t *testing.T) {
 		g.Expect(string(evs[4].Data)).To(Equal(`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"call_abc","name":"get_weather","input":{}}}`))
 		g.Expect(string(evs[5].Data)).To(Equal(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\":\"Paris\"}"}}`))
 		g.Expect(string(evs[7].Data)).To(Equal(`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":20,"cache_read_input_tokens":10,"output_tokens":9}}`))
-		g.Expect(res.Stream.Usage()).To(Equal(providers.Usage{InputTokens: 20, OutputTokens: 9, CacheReadTokens: ptr(10), ReportedTotalTokens: ptr(39)}))
+		g.Expect(res.Stream.Usage()).To(Equal(upstream.Usage{InputTokens: 20, OutputTokens: 9, CacheReadTokens: ptr(10), ReportedTotalTokens: ptr(39)}))
 	})
 }
 
@@ -210,22 +210,22 @@ func TestOpenAIResponsesNative(t *testing.T) {
 	g := NewWithT(t)
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeJSON(w, 200, openAIResponse) })
 	body := `{"model":"gpt-client","input":"Tell me a story","reasoning":{"effort":"low"}}`
-	res, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL, UpstreamModel: "gpt-upstream"},
-		providers.Request{Protocol: providers.Responses, Body: []byte(body)})
+	res, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL, UpstreamModel: "gpt-upstream"},
+		upstream.Request{Protocol: upstream.Responses, Body: []byte(body)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res.Close()
 	g.Expect(f.last().Path).To(Equal("/v1/responses"))
 	g.Expect(string(f.last().Body)).To(Equal(strings.Replace(body, "gpt-client", "gpt-upstream", 1)))
 	g.Expect(string(res.Body)).To(Equal(strings.Replace(openAIResponse, `"model":"gpt-upstream"`, `"model":"gpt-client"`, 1)))
-	g.Expect(res.Usage).To(Equal(providers.Usage{InputTokens: 36, OutputTokens: 87, CacheReadTokens: ptr(0), ReportedTotalTokens: ptr(123)}))
+	g.Expect(res.Usage).To(Equal(upstream.Usage{InputTokens: 36, OutputTokens: 87, CacheReadTokens: ptr(0), ReportedTotalTokens: ptr(123)}))
 }
 
 func TestChatPassThroughAsksForUsageAndHidesIt(t *testing.T) {
 	g := NewWithT(t)
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeSSE(w, openAIChatStream, 0) })
 	body := `{"model":"gpt-client","stream":true,"messages":[{"role":"user","content":"hi"}]}`
-	res, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL, UpstreamModel: "gpt-upstream"},
-		providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(body)})
+	res, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL, UpstreamModel: "gpt-upstream"},
+		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(body)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res.Close()
 	g.Expect(string(f.last().Body)).To(Equal(`{"stream_options":{"include_usage":true},"model":"gpt-upstream","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
@@ -240,8 +240,8 @@ func TestChatPassThroughAsksForUsageAndHidesIt(t *testing.T) {
 
 	// A client that asked for usage gets the chunk, and its body is kept.
 	body = `{"model":"gpt-client","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
-	res2, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL, UpstreamModel: "gpt-upstream"},
-		providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(body)})
+	res2, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL, UpstreamModel: "gpt-upstream"},
+		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(body)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res2.Close()
 	g.Expect(string(f.last().Body)).To(Equal(strings.Replace(body, "gpt-client", "gpt-upstream", 1)))
@@ -288,25 +288,25 @@ func TestUpstreamErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeJSON(w, tc.status, tc.body) })
-			res, err := providers.Invoke(context.Background(), anthropic.New(nil), providers.Backend{BaseURL: f.URL},
-				providers.Request{Protocol: providers.Messages, Body: []byte(`{"model":"m","messages":[]}`)})
+			res, err := upstream.Invoke(context.Background(), anthropic.New(nil), upstream.Backend{BaseURL: f.URL},
+				upstream.Request{Protocol: upstream.Messages, Body: []byte(`{"model":"m","messages":[]}`)})
 			g.Expect(res).To(BeNil())
-			ue, ok := providers.AsUpstreamError(err)
+			ue, ok := upstream.As(err)
 			g.Expect(ok).To(BeTrue())
 			g.Expect(ue.Status).To(Equal(tc.status))
 			g.Expect(ue.Retryable).To(Equal(tc.retryable))
-			g.Expect(providers.IsRetryable(err)).To(Equal(tc.retryable))
+			g.Expect(upstream.IsRetryable(err)).To(Equal(tc.retryable))
 			g.Expect(ue.Message).To(Equal(tc.message))
 			g.Expect(string(ue.Body)).To(Equal(tc.body))
 			g.Expect(ue.ClientStatus()).To(Equal(tc.clientStatus))
 			for _, p := range []struct {
-				proto providers.Protocol
+				proto upstream.Protocol
 				want  string
-			}{{providers.Messages, tc.messagesType}, {providers.ChatCompletions, tc.openAIType}, {providers.Responses, tc.openAIType}} {
+			}{{upstream.Messages, tc.messagesType}, {upstream.ChatCompletions, tc.openAIType}, {upstream.Responses, tc.openAIType}} {
 				relayed, _ := translate.FieldString(ue.ClientBody(p.proto), "error", "type")
 				g.Expect(relayed).To(Equal(p.want), "%s, relayed", p.proto)
 				// The gateway's own error of the same status has the same type.
-				own, _ := translate.FieldString(providers.ErrorBody(p.proto, tc.clientStatus, "x"), "error", "type")
+				own, _ := translate.FieldString(upstream.ErrorBody(p.proto, tc.clientStatus, "x"), "error", "type")
 				g.Expect(own).To(Equal(relayed), "%s, the gateway's own", p.proto)
 			}
 		})
@@ -314,7 +314,7 @@ func TestUpstreamErrors(t *testing.T) {
 }
 
 func TestTransportFailures(t *testing.T) {
-	req := providers.Request{Protocol: providers.ChatCompletions, Body: []byte(`{"model":"m","messages":[{"role":"user","content":"x"}]}`)}
+	req := upstream.Request{Protocol: upstream.ChatCompletions, Body: []byte(`{"model":"m","messages":[{"role":"user","content":"x"}]}`)}
 	t.Run("timeout", func(t *testing.T) {
 		g := NewWithT(t)
 		f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
@@ -324,16 +324,16 @@ func TestTransportFailures(t *testing.T) {
 			}
 		})
 		start := time.Now()
-		_, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL, Timeout: 50 * time.Millisecond}, req)
+		_, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL, Timeout: 50 * time.Millisecond}, req)
 		g.Expect(time.Since(start)).To(BeNumerically("<", time.Second))
-		ue, ok := providers.AsUpstreamError(err)
+		ue, ok := upstream.As(err)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(ue.Status).To(Equal(http.StatusGatewayTimeout))
 		g.Expect(ue.Retryable).To(BeTrue())
 		// A timeout the gateway measured reads as an upstream's own 504.
-		typ, _ := translate.FieldString(ue.ClientBody(providers.Messages), "error", "type")
+		typ, _ := translate.FieldString(ue.ClientBody(upstream.Messages), "error", "type")
 		g.Expect(typ).To(Equal("timeout_error"))
-		typ, _ = translate.FieldString(ue.ClientBody(providers.ChatCompletions), "error", "type")
+		typ, _ = translate.FieldString(ue.ClientBody(upstream.ChatCompletions), "error", "type")
 		g.Expect(typ).To(Equal("server_error"))
 	})
 	t.Run("timeout before the first event", func(t *testing.T) {
@@ -347,9 +347,9 @@ func TestTransportFailures(t *testing.T) {
 			case <-time.After(2 * time.Second):
 			}
 		})
-		_, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL, Timeout: 50 * time.Millisecond},
-			providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
-		ue, ok := providers.AsUpstreamError(err)
+		_, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL, Timeout: 50 * time.Millisecond},
+			upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
+		ue, ok := upstream.As(err)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(ue.Status).To(Equal(http.StatusGatewayTimeout))
 		g.Expect(ue.Retryable).To(BeTrue())
@@ -359,8 +359,8 @@ func TestTransportFailures(t *testing.T) {
 		f := newFake(t, func(http.ResponseWriter, *http.Request, []byte) {})
 		url := f.URL
 		f.Close()
-		_, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: url}, req)
-		ue, ok := providers.AsUpstreamError(err)
+		_, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: url}, req)
+		ue, ok := upstream.As(err)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(ue.Status).To(Equal(http.StatusBadGateway))
 		g.Expect(ue.Retryable).To(BeTrue())
@@ -371,18 +371,18 @@ func TestTransportFailures(t *testing.T) {
 		f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { <-r.Context().Done() })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 		defer cancel()
-		_, err := providers.Invoke(ctx, openai.New(nil), providers.Backend{BaseURL: f.URL}, req)
+		_, err := upstream.Invoke(ctx, openai.New(nil), upstream.Backend{BaseURL: f.URL}, req)
 		g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue())
-		g.Expect(providers.IsRetryable(err)).To(BeFalse())
+		g.Expect(upstream.IsRetryable(err)).To(BeFalse())
 	})
 	t.Run("error event before content is retryable", func(t *testing.T) {
 		g := NewWithT(t)
 		f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 			writeSSE(w, []string{sse("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)}, 0)
 		})
-		_, err := providers.Invoke(context.Background(), anthropic.New(nil), providers.Backend{BaseURL: f.URL},
-			providers.Request{Protocol: providers.Messages, Stream: true, Body: []byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[]}`)})
-		ue, ok := providers.AsUpstreamError(err)
+		_, err := upstream.Invoke(context.Background(), anthropic.New(nil), upstream.Backend{BaseURL: f.URL},
+			upstream.Request{Protocol: upstream.Messages, Stream: true, Body: []byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[]}`)})
+		ue, ok := upstream.As(err)
 		g.Expect(ok).To(BeTrue())
 		g.Expect(ue.Status).To(Equal(529))
 		g.Expect(ue.Retryable).To(BeTrue())
@@ -403,9 +403,9 @@ func TestTransportFailures(t *testing.T) {
 		} {
 			g := NewWithT(t)
 			f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeSSE(w, []string{c.event}, 0) })
-			_, err := providers.Invoke(context.Background(), anthropic.New(nil), providers.Backend{BaseURL: f.URL},
-				providers.Request{Protocol: providers.Messages, Stream: true, Body: []byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[]}`)})
-			ue, ok := providers.AsUpstreamError(err)
+			_, err := upstream.Invoke(context.Background(), anthropic.New(nil), upstream.Backend{BaseURL: f.URL},
+				upstream.Request{Protocol: upstream.Messages, Stream: true, Body: []byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[]}`)})
+			ue, ok := upstream.As(err)
 			g.Expect(ok).To(BeTrue(), c.event)
 			g.Expect(ue.Status).To(Equal(c.status), c.event)
 			g.Expect(ue.Retryable).To(BeTrue())
@@ -418,8 +418,8 @@ func TestStreamBrokenAfterFirstByte(t *testing.T) {
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		writeSSE(w, openAIChatStream[:2], 0) // role chunk, "Hello", then the connection ends
 	})
-	res, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL},
-		providers.Request{Protocol: providers.Messages, Stream: true, Body: []byte(`{"model":"c","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`)})
+	res, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
+		upstream.Request{Protocol: upstream.Messages, Stream: true, Body: []byte(`{"model":"c","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res.Close()
 	evs, err := drain(t, res.Stream)
@@ -435,8 +435,8 @@ func TestStreamBrokenAfterFirstByte(t *testing.T) {
 func TestStreamRequestAnsweredWithJSON(t *testing.T) {
 	g := NewWithT(t)
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeJSON(w, 200, openAIChatCompletion) })
-	res, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL},
-		providers.Request{Protocol: providers.Messages, Stream: true, Body: []byte(`{"model":"c","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`)})
+	res, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
+		upstream.Request{Protocol: upstream.Messages, Stream: true, Body: []byte(`{"model":"c","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res.Close()
 	evs, err := drain(t, res.Stream)
@@ -460,8 +460,8 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 		<-release
 		_, _ = io.WriteString(w, strings.Join(openAIChatStream[3:], ""))
 	})
-	res, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL},
-		providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
+	res, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
+		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res.Close()
 	var got int
@@ -486,8 +486,8 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 	g.Expect(waits[0]).To(Equal(3), "no wait while the first burst was buffered")
 
 	// A flush error ends the stream.
-	res2, err := providers.Invoke(context.Background(), openai.New(nil), providers.Backend{BaseURL: f.URL},
-		providers.Request{Protocol: providers.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
+	res2, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
+		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer res2.Close()
 	gone := errors.New("client gone")

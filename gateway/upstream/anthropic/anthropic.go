@@ -6,7 +6,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/modelgate/modelgate/gateway/providers"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // Name is the provider's registered name.
@@ -18,34 +18,32 @@ const DefaultBaseURL = "https://api.anthropic.com"
 // DefaultVersion is sent as anthropic-version when the client sent none.
 const DefaultVersion = "2023-06-01"
 
-func init() { providers.Register(Name, New(nil)) }
-
 // Provider sends messages requests.
 type Provider struct {
 	client *http.Client
 }
 
-// New returns a provider using client (nil: providers.Client).
+// New returns a provider using client (nil: upstream.Client).
 func New(client *http.Client) *Provider {
 	if client == nil {
-		client = providers.Client
+		client = upstream.Client
 	}
 	return &Provider{client: client}
 }
 
-// Protocols implements providers.Provider.
-func (*Provider) Protocols() []providers.Protocol {
-	return []providers.Protocol{providers.Messages}
+// Protocols implements upstream.TextProvider.
+func (*Provider) Protocols() []upstream.Protocol {
+	return []upstream.Protocol{upstream.Messages}
 }
 
-// Send implements providers.Provider. Backend options: "anthropic-beta"
+// Send implements upstream.TextProvider. Backend options: "anthropic-beta"
 // adds a beta header for every call of the backend.
-func (p *Provider) Send(ctx context.Context, b providers.Backend, _ providers.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
+func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
 	base := b.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	req, err := providers.NewJSONRequest(ctx, providers.Endpoint(base, "/v1/messages"), body, stream)
+	req, err := upstream.NewJSONRequest(ctx, upstream.Endpoint(base, "/v1/messages"), body, stream)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package providers
+package upstream
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ func FuzzStreamFromBody(f *testing.F) {
 			return
 		}
 		up, client := protos[int(p)%3], protos[int(p/3)%3]
-		_ = statusError(500, raw).Message
+		_ = textStatusError(500, raw).Message
 		u := estimateUsage(up, raw, Usage{})
 		if u.InputTokens < 0 || u.OutputTokens < 0 {
 			t.Fatalf("negative estimate %+v", u)

@@ -3,7 +3,7 @@
 // same Invoke path as real upstreams. It serves `modelgate dev`, tests and
 // benchmarks.
 //
-// Two providers are registered: "simulated" speaks the messages protocol and
+// Two providers are in the built-in list (package builtin): "simulated" speaks the messages protocol and
 // "simulated-openai" speaks chat_completions and responses, so that routing
 // a client to the one that does not speak its protocol exercises
 // translation.
@@ -57,49 +57,44 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/providers"
 	"github.com/modelgate/modelgate/gateway/translate"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
-// Names of the registered providers.
+// Names of the simulated providers in the built-in list.
 const (
 	Name       = "simulated"
 	NameOpenAI = "simulated-openai"
 )
 
-func init() {
-	providers.Register(Name, New(providers.Messages))
-	providers.Register(NameOpenAI, New(providers.ChatCompletions, providers.Responses))
-}
-
 // Provider is a simulated upstream speaking the given protocols.
 type Provider struct {
-	protocols []providers.Protocol
+	protocols []upstream.Protocol
 	rt        *Transport
 	client    *http.Client
 }
 
 // New returns a simulated provider speaking protocols (preferred first).
-func New(protocols ...providers.Protocol) *Provider {
+func New(protocols ...upstream.Protocol) *Provider {
 	rt := &Transport{}
 	return &Provider{protocols: protocols, rt: rt, client: &http.Client{Transport: rt}}
 }
 
-// Protocols implements providers.Provider.
-func (p *Provider) Protocols() []providers.Protocol { return p.protocols }
+// Protocols implements upstream.TextProvider.
+func (p *Provider) Protocols() []upstream.Protocol { return p.protocols }
 
 type backendKey struct{}
 
-// Send implements providers.Provider through the in-process Transport.
-func (p *Provider) Send(ctx context.Context, b providers.Backend, proto providers.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+// Send implements upstream.TextProvider through the in-process Transport.
+func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
 	path := "/v1/messages"
 	switch proto {
-	case providers.ChatCompletions:
+	case upstream.ChatCompletions:
 		path = "/v1/chat/completions"
-	case providers.Responses:
+	case upstream.Responses:
 		path = "/v1/responses"
 	}
-	req, err := providers.NewJSONRequest(context.WithValue(ctx, backendKey{}, &b), "http://simulated"+path, body, stream)
+	req, err := upstream.NewJSONRequest(context.WithValue(ctx, backendKey{}, &b), "http://simulated"+path, body, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -203,16 +198,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	proto := providers.Messages
+	proto := upstream.Messages
 	switch {
 	case strings.HasSuffix(req.URL.Path, "/chat/completions"):
-		proto = providers.ChatCompletions
+		proto = upstream.ChatCompletions
 	case strings.HasSuffix(req.URL.Path, "/responses"):
-		proto = providers.Responses
+		proto = upstream.Responses
 	}
 	s := settings{chunkTokens: 1, failStatus: http.StatusServiceUnavailable}
 	var name string
-	if b, ok := req.Context().Value(backendKey{}).(*providers.Backend); ok {
+	if b, ok := req.Context().Value(backendKey{}).(*upstream.Backend); ok {
 		name = b.Name
 		for k, v := range b.Options {
 			s.set(k, v)
@@ -248,7 +243,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	includeUsage := !s.noUsage
-	if proto == providers.ChatCompletions && includeUsage {
+	if proto == upstream.ChatCompletions && includeUsage {
 		raw, _ := translate.FieldRaw(body, "stream_options", "include_usage")
 		includeUsage = string(raw) == "true"
 	}
@@ -264,7 +259,7 @@ func (t *Transport) shouldFail(name string, rate float64) bool {
 	return int64(n*rate) > int64((n-1)*rate)
 }
 
-func errorResponse(req *http.Request, proto providers.Protocol, status int, msg string) *http.Response {
+func errorResponse(req *http.Request, proto upstream.Protocol, status int, msg string) *http.Response {
 	body := translate.ErrorBody(proto, status, msg)
 	return &http.Response{StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
 		Header: http.Header{"Content-Type": {"application/json"}}, Request: req,
@@ -333,7 +328,7 @@ func cutWords(s string, n int) string {
 
 func tokensOf(n int) int64 { return int64((n + 3) / 4) }
 
-func generate(ir *translate.Request, proto providers.Protocol, echo string, s *settings) *translate.Response {
+func generate(ir *translate.Request, proto upstream.Protocol, echo string, s *settings) *translate.Response {
 	text := echo
 	if s.tokens > 0 {
 		text = loremText(s.tokens)
@@ -353,9 +348,9 @@ func generate(ir *translate.Request, proto providers.Protocol, echo string, s *s
 	}
 	resp := &translate.Response{Model: ir.Model, Created: time.Now().Unix(), Stop: stop, StopSequence: stopSeq}
 	switch proto {
-	case providers.Messages:
+	case upstream.Messages:
 		resp.ID = translate.NewID("msg_")
-	case providers.ChatCompletions:
+	case upstream.ChatCompletions:
 		resp.ID = translate.NewID("chatcmpl-")
 	default:
 		resp.ID = translate.NewID("resp_")
@@ -367,7 +362,7 @@ func generate(ir *translate.Request, proto providers.Protocol, echo string, s *s
 		}
 		args, _ := translate.SetString([]byte(`{}`), text, "input")
 		prefix := "toolu_"
-		if proto != providers.Messages {
+		if proto != upstream.Messages {
 			prefix = "call_"
 		}
 		resp.Parts = []translate.Part{{Type: translate.PartToolCall, ID: translate.NewID(prefix), Name: name, Arguments: string(args)}}
@@ -412,13 +407,13 @@ func generate(ir *translate.Request, proto providers.Protocol, echo string, s *s
 		u.CacheWriteTokens = ptr(int64(0))
 	default:
 		u.InputTokens = tokensOf(prefix + last)
-		if proto == providers.Messages {
+		if proto == upstream.Messages {
 			u.CacheReadTokens, u.CacheWriteTokens = ptr(int64(0)), ptr(int64(0))
 		} else {
 			u.CacheReadTokens = ptr(int64(0))
 		}
 	}
-	if proto != providers.Messages {
+	if proto != upstream.Messages {
 		u.ReportedTotalTokens = ptr(u.TotalTokens())
 	}
 	resp.Usage = u

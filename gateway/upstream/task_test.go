@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -56,8 +56,8 @@ func TestStatusErrorClasses(t *testing.T) {
 		x := &upstream.Exchange{Status: c.status, Header: http.Header{"Retry-After": {"3"}},
 			Body: []byte(`{"error":{"code":1,"message":"upstream says no","type":"x"}}`)}
 		e := upstream.StatusError(x, c.submit, now)
-		if e.Class != c.want || e.Retry != c.retry {
-			t.Errorf("status %d submit=%v: class %s retry %v, want %s %v", c.status, c.submit, e.Class, e.Retry, c.want, c.retry)
+		if e.Class != c.want || e.Retryable != c.retry {
+			t.Errorf("status %d submit=%v: class %s retry %v, want %s %v", c.status, c.submit, e.Class, e.Retryable, c.want, c.retry)
 		}
 		if e.RetryAfter != 3*time.Second {
 			t.Errorf("status %d: RetryAfter %s", c.status, e.RetryAfter)
@@ -83,33 +83,19 @@ func TestErrorMessageShapes(t *testing.T) {
 	}
 }
 
-func TestAsErrorKeepsClassAndClassifiesOthers(t *testing.T) {
+func TestClassifyKeepsClassAndClassifiesOthers(t *testing.T) {
 	e := &upstream.Error{Class: upstream.Failover, Message: "m"}
-	if got := upstream.AsError(errors.Join(errors.New("wrapped"), e)); got != e {
-		t.Fatalf("AsError lost the *Error: %v", got)
+	if got := upstream.Classify(errors.Join(errors.New("wrapped"), e)); got != e {
+		t.Fatalf("Classify lost the *Error: %v", got)
 	}
-	if got := upstream.AsError(errors.New("odd")); got.Class != upstream.Permanent {
+	if got := upstream.Classify(errors.New("odd")); got.Class != upstream.Permanent {
 		t.Fatalf("an unknown error is %s", got.Class)
 	}
 }
 
-func TestEndpoint(t *testing.T) {
-	for base, want := range map[string]string{
-		"https://up.example":      "https://up.example/v1/images/generations",
-		"https://up.example/":     "https://up.example/v1/images/generations",
-		"https://up.example/v1":   "https://up.example/v1/images/generations",
-		"https://up.example/v1/":  "https://up.example/v1/images/generations",
-		"https://up.example/api/": "https://up.example/api/v1/images/generations",
-	} {
-		if got := upstream.Endpoint(base, "/v1/images/generations"); got != want {
-			t.Errorf("Endpoint(%q) = %q, want %q", base, got, want)
-		}
-	}
-}
-
 func TestUsageValid(t *testing.T) {
-	parse := func(s string) *upstream.Usage {
-		var u upstream.Usage
+	parse := func(s string) *upstream.ImageUsage {
+		var u upstream.ImageUsage
 		if err := json.Unmarshal([]byte(s), &u); err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +117,7 @@ func TestUsageValid(t *testing.T) {
 			t.Errorf("%s: valid %v, want %v", tc.json, got, tc.ok)
 		}
 	}
-	if (*upstream.Usage)(nil).Valid() {
+	if (*upstream.ImageUsage)(nil).Valid() {
 		t.Error("no usage is not valid usage")
 	}
 }

@@ -1,0 +1,24 @@
+// Package builtin is the one list of compiled-in upstream adapters, used by the manager, the gateway and the ModelRoute controller's known-provider check.
+package builtin
+
+import (
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
+	"github.com/modelgate/modelgate/gateway/upstream/openai"
+	"github.com/modelgate/modelgate/gateway/upstream/simulated"
+	"github.com/modelgate/modelgate/gateway/upstream/taskapi"
+)
+
+// registry is built once, at package initialisation: adapters share the
+// upstream client and hold per-backend state (the simulated provider's
+// failure counters), so every user must see the same instances.
+var registry = upstream.NewRegistry(
+	upstream.Entry{Name: anthropic.Name, Adapter: anthropic.New(nil)},
+	upstream.Entry{Name: openai.Name, Adapter: openai.New(nil)},
+	upstream.Entry{Name: simulated.Name, Adapter: simulated.Adapter{Provider: simulated.New(upstream.Messages)}},
+	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
+	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
+)
+
+// Registry returns the built-in adapters.
+func Registry() *upstream.Registry { return registry }

@@ -1,0 +1,94 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/modelgate/modelgate/gateway/netguard"
+)
+
+// Transport is the shared upstream transport of every adapter: many idle
+// connections per host (the text hot path reuses them), HTTP/2 when the
+// upstream offers it, bounded dial and TLS times.
+var Transport = &http.Transport{
+	Proxy: http.ProxyFromEnvironment,
+	DialContext: (&net.Dialer{
+		Timeout:   10 * time.Second,
+		KeepAlive: 30 * time.Second,
+	}).DialContext,
+	ForceAttemptHTTP2:     true,
+	MaxIdleConns:          4096,
+	MaxIdleConnsPerHost:   1024,
+	IdleConnTimeout:       90 * time.Second,
+	TLSHandshakeTimeout:   10 * time.Second,
+	ExpectContinueTimeout: time.Second,
+	ReadBufferSize:        32 << 10,
+	WriteBufferSize:       32 << 10,
+}
+
+// Client is the shared upstream HTTP client (platform-configured base
+// URLs). Time limits come from the request's context (see Invoke), not from
+// Client.Timeout, so streams can run as long as they need.
+var Client = &http.Client{Transport: Transport}
+
+// Downloads fetches the output URLs a task upstream names: only public
+// addresses (and the process's allow-list), rechecked on every redirect,
+// since the URL is not the platform's choice. Time limits come from the
+// request contexts.
+var Downloads = netguard.Default.Client(netguard.ClientOptions{MaxRedirects: 5})
+
+// NewJSONRequest builds a POST of body to url with JSON content type and,
+// for streams, an event-stream Accept header.
+func NewJSONRequest(ctx context.Context, url string, body []byte, stream bool) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	return req, nil
+}
+
+// MaxBody bounds a task upstream's JSON answer (inline base64 images
+// included).
+const MaxBody = 64 << 20
+
+// Exchange is one task HTTP request's outcome.
+type Exchange struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends a task request and reads the answer (at most MaxBody). A
+// transport failure (refused, reset, timeout) is returned as an *Error of
+// class onNetwork.
+func Do(req *http.Request, onNetwork Class) (*Exchange, error) {
+	resp, err := Client.Do(req)
+	if err != nil {
+		msg := "the upstream could not be reached"
+		if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
+			msg = "the upstream did not answer in time"
+		}
+		return nil, &Error{Class: onNetwork, Message: msg, Retryable: true, Err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	if err != nil {
+		return nil, &Error{Class: onNetwork, Status: resp.StatusCode, Message: "the upstream's answer was cut off", Retryable: true, Err: err}
+	}
+	if len(body) > MaxBody {
+		return nil, &Error{Class: Permanent, Status: resp.StatusCode, Message: "the upstream's answer is too large"}
+	}
+	return &Exchange{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}

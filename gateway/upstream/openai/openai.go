@@ -1,0 +1,65 @@
+// Package openai is the adapter for upstreams that speak OpenAI's APIs: Chat
+// Completions and Responses for text, the Images API for image tasks
+// (images.go). One route backend kind, "openai", serves both.
+package openai
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/modelgate/modelgate/gateway/upstream"
+)
+
+// Name is the provider's registered name.
+const Name = "openai"
+
+// DefaultBaseURL is used when a backend has no base URL.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// Provider sends chat-completions and responses requests, and image
+// generation tasks.
+type Provider struct {
+	client *http.Client
+}
+
+// New returns a provider using client (nil: upstream.Client).
+func New(client *http.Client) *Provider {
+	if client == nil {
+		client = upstream.Client
+	}
+	return &Provider{client: client}
+}
+
+// Protocols implements upstream.TextProvider: chat completions first, so that a
+// messages client is translated to the most widely implemented API.
+func (*Provider) Protocols() []upstream.Protocol {
+	return []upstream.Protocol{upstream.ChatCompletions, upstream.Responses}
+}
+
+// Send implements upstream.TextProvider. Backend options: "organization" and
+// "project" set the OpenAI-Organization and OpenAI-Project headers.
+func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+	base := b.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	path := "/v1/chat/completions"
+	if proto == upstream.Responses {
+		path = "/v1/responses"
+	}
+	req, err := upstream.NewJSONRequest(ctx, upstream.Endpoint(base, path), body, stream)
+	if err != nil {
+		return nil, err
+	}
+	if b.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(b.APIKey))
+	}
+	if v := b.Options["organization"]; v != "" {
+		req.Header.Set("OpenAI-Organization", v)
+	}
+	if v := b.Options["project"]; v != "" {
+		req.Header.Set("OpenAI-Project", v)
+	}
+	return p.client.Do(req)
+}

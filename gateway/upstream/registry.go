@@ -1,0 +1,108 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// ReviewAsset is one prepared private asset a reviewer decides.
+type ReviewAsset struct {
+	// Type is the asset's kind ("image", "video", "audio").
+	Type string
+	// Key is the asset's URL, or "sha256:<hex>" of inline content.
+	Key string
+	// PreparedAt is when the asset's current preparation started.
+	PreparedAt time.Time
+}
+
+// Review decisions (the ledger's review states).
+const (
+	ReviewPending  = "pending"
+	ReviewPassed   = "passed"
+	ReviewRejected = "rejected"
+)
+
+// AssetReviewer is a channel's private asset review: it decides one
+// prepared asset, returning ReviewPassed, ReviewRejected, or ReviewPending
+// with how long to wait before asking again.
+type AssetReviewer interface {
+	Decide(ctx context.Context, b Backend, a ReviewAsset, now time.Time) (state string, wait time.Duration, err error)
+}
+
+// Entry names one adapter. An adapter has one or more capabilities,
+// found by type assertion: TextProvider, TaskAdapter (and Canceler),
+// AssetReviewer.
+type Entry struct {
+	Name    string
+	Adapter any
+}
+
+// Registry is the set of compiled-in adapters by provider name. It is
+// built once and never changes, so lookups on the request path take no lock.
+type Registry struct {
+	names     []string
+	text      map[string]TextProvider
+	tasks     map[string]TaskAdapter
+	reviewers map[string]AssetReviewer
+}
+
+// NewRegistry indexes entries by capability. It panics on a duplicate name
+// or an adapter with no capability: the list is a compile-time constant of
+// the program (see package builtin).
+func NewRegistry(entries ...Entry) *Registry {
+	r := &Registry{text: map[string]TextProvider{}, tasks: map[string]TaskAdapter{}, reviewers: map[string]AssetReviewer{}}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if seen[e.Name] {
+			panic("upstream: adapter registered twice: " + e.Name)
+		}
+		seen[e.Name] = true
+		found := false
+		if p, ok := e.Adapter.(TextProvider); ok {
+			r.text[e.Name], found = p, true
+		}
+		if a, ok := e.Adapter.(TaskAdapter); ok {
+			r.tasks[e.Name], found = a, true
+		}
+		if a, ok := e.Adapter.(AssetReviewer); ok {
+			r.reviewers[e.Name], found = a, true
+		}
+		if !found {
+			panic(fmt.Sprintf("upstream: adapter %s (%T) has no capability", e.Name, e.Adapter))
+		}
+		r.names = append(r.names, e.Name)
+	}
+	sort.Strings(r.names)
+	return r
+}
+
+// Text returns the text provider registered under name.
+func (r *Registry) Text(name string) (TextProvider, bool) {
+	p, ok := r.text[name]
+	return p, ok
+}
+
+// Task returns the task adapter registered under name.
+func (r *Registry) Task(name string) (TaskAdapter, bool) {
+	a, ok := r.tasks[name]
+	return a, ok
+}
+
+// Reviewer returns the asset reviewer registered under name.
+func (r *Registry) Reviewer(name string) (AssetReviewer, bool) {
+	a, ok := r.reviewers[name]
+	return a, ok
+}
+
+// Known reports whether any adapter is registered under name; the
+// ModelRoute controller refuses backends of any other provider.
+func (r *Registry) Known(name string) bool {
+	_, t := r.text[name]
+	_, k := r.tasks[name]
+	return t || k
+}
+
+// Names lists the registered adapters, sorted.
+func (r *Registry) Names() []string { return append([]string(nil), r.names...) }

@@ -1,0 +1,63 @@
+package upstream
+
+import (
+	"context"
+	"net/http"
+	"slices"
+
+	"github.com/modelgate/modelgate/gateway/translate"
+)
+
+// Protocol is a text-generation wire protocol.
+type Protocol = translate.Protocol
+
+// The protocols.
+const (
+	Messages        = translate.Messages
+	ChatCompletions = translate.ChatCompletions
+	Responses       = translate.Responses
+)
+
+// Usage is the token accounting of one generation; see translate.Usage.
+type Usage = translate.Usage
+
+// Event is one server-sent event in the client's protocol.
+type Event = translate.Event
+
+// Request is a client's text-generation request as the handler received it.
+type Request struct {
+	// Protocol is the client's protocol.
+	Protocol Protocol
+	// Body is the client's raw JSON body.
+	Body []byte
+	// Stream is the client's stream flag.
+	Stream bool
+	// Header carries client headers to forward (anthropic-version,
+	// anthropic-beta); others are ignored.
+	Header http.Header
+	// Model is the model the client asked for; it is the model of every
+	// client-visible response. Empty means the body's model.
+	Model string
+}
+
+// TextProvider is the text-generation capability of an adapter.
+type TextProvider interface {
+	// Protocols are the protocols the upstream speaks natively, preferred
+	// first.
+	Protocols() []Protocol
+	// Send posts body (already in protocol p, model already rewritten) to
+	// the backend with the provider's authentication and returns the raw
+	// response. Header carries forwardable client headers. The caller
+	// closes the body.
+	Send(ctx context.Context, b Backend, p Protocol, body []byte, stream bool, header http.Header) (*http.Response, error)
+}
+
+// UpstreamProtocol is the protocol Invoke uses for a client protocol: the
+// client's own when p speaks it, else p's first.
+func UpstreamProtocol(p TextProvider, client Protocol) Protocol {
+	ps := p.Protocols()
+	if slices.Contains(ps, client) {
+		return client
+	}
+	return ps[0]
+}
