@@ -21,7 +21,9 @@ type SSEReader struct {
 
 // NewSSEReader returns a reader of the events in r.
 func NewSSEReader(r io.Reader) *SSEReader {
-	return &SSEReader{r: bufio.NewReaderSize(r, 16<<10)}
+	// 4 KiB: held for the whole life of a stream, and a longer line is
+	// gathered across reads by readLine, so it costs no correctness.
+	return &SSEReader{r: bufio.NewReaderSize(r, 4<<10)}
 }
 
 var knownEventNames = map[string]string{}
