@@ -69,7 +69,8 @@ type Step[T any] struct {
 	// one is not done.
 	Independent bool
 	// Informational steps report something a user may want to know without
-	// making the object unusable: Ready does not count them.
+	// making the object unusable: Ready does not count them, and they hold
+	// nothing up.
 	Informational bool
 	// Run does the step's work on obj (its status in memory) and says how it went.
 	Run func(context.Context, T) Result
@@ -109,8 +110,8 @@ func (rep Report) Clean() bool {
 
 // Run runs steps in order. A step that is not done holds up every later
 // step, which is reported blocked by it (or, when it kept its condition
-// through a transient failure, kept as it was too); independent steps hold
-// nothing up.
+// through a transient failure, kept as it was too); independent and
+// informational steps hold nothing up.
 func Run[T any](ctx context.Context, obj T, steps []Step[T]) Report {
 	var rep Report
 	var errs []error
@@ -129,7 +130,7 @@ func Run[T any](ctx context.Context, obj T, steps []Step[T]) Report {
 		if d := res.RequeueAfter; d > 0 && (rep.RequeueAfter == 0 || d < rep.RequeueAfter) {
 			rep.RequeueAfter = d
 		}
-		if !res.done() && !s.Independent {
+		if !res.done() && !s.Independent && !s.Informational {
 			blocker = &o
 		}
 	}
