@@ -15,6 +15,38 @@ import (
 // These are pure: the step outcomes and the conditions computed from them,
 // without an API server (the envtest suite covers the steps' I/O).
 
+func TestSetBackends(t *testing.T) {
+	ready := v1.BackendStatus{Name: "sim", Ready: true, Reason: v1.ReasonBackendReady}
+	missing := v1.BackendStatus{Name: "remote", Reason: v1.ReasonCredentialMissing, Message: `Secret upstream has no key "apiKey"`}
+	off := v1.BackendStatus{Name: "off", Reason: v1.ReasonBackendDisabled, Message: "backend is disabled"}
+	tests := []struct {
+		name     string
+		backends []v1.BackendStatus
+		status   metav1.ConditionStatus
+		reason   string
+		message  string
+		ready    int32
+	}{
+		{"every backend ready", []v1.BackendStatus{ready}, metav1.ConditionTrue, v1.ReasonReconciled, "every backend is ready", 1},
+		{"some not ready, named with why", []v1.BackendStatus{ready, missing, off}, metav1.ConditionFalse, v1.ReasonSomeBackendsFailed,
+			`2 of 3 backends are not ready: remote: CredentialMissing (Secret upstream has no key "apiKey"); off: Disabled (backend is disabled)`, 1},
+		{"none ready", []v1.BackendStatus{off}, metav1.ConditionFalse, v1.ReasonNoReadyBackend,
+			"no backend is ready: off: Disabled (backend is disabled)", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			route := &v1.ModelRoute{}
+			res := setBackends(route, tt.backends)
+			g.Expect(res.Status).To(Equal(tt.status))
+			g.Expect(res.Reason).To(Equal(tt.reason))
+			g.Expect(res.Message).To(Equal(tt.message))
+			g.Expect(route.Status.ReadyBackends).To(Equal(tt.ready))
+			g.Expect(serving(t.Context(), route).Status == metav1.ConditionTrue).To(Equal(tt.ready > 0))
+		})
+	}
+}
+
 func TestGrantQuota(t *testing.T) {
 	tests := []struct {
 		name  string

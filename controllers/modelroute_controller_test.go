@@ -47,6 +47,12 @@ var _ = Describe("ModelRoute controller", func() {
 			g.Expect(route.Status.ReadyBackends).To(Equal(int32(1)))
 			g.Expect(meta.IsStatusConditionTrue(route.Status.Conditions, v1.ConditionReady)).To(BeTrue())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
+		all := meta.FindStatusCondition(route.Status.Conditions, v1.ConditionBackendsReady)
+		Expect(all).NotTo(BeNil())
+		Expect(all.Status).To(Equal(metav1.ConditionFalse))
+		Expect(all.Reason).To(Equal(v1.ReasonSomeBackendsFailed))
+		Expect(all.Message).To(ContainSubstring(`remote: CredentialMissing (Secret upstream has no key "apiKey")`))
+		Expect(all.Message).To(ContainSubstring("mystery: UnknownProvider"))
 
 		By("creating the credential, which readies the remote backend")
 		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: ns},

@@ -24,7 +24,8 @@ func step(cond string, res Result, ran *[]string, opts ...func(*Step[struct{}]))
 	return s
 }
 
-func independent(s *Step[struct{}]) { s.Independent = true }
+func independent(s *Step[struct{}])   { s.Independent = true }
+func informational(s *Step[struct{}]) { s.Informational = true }
 
 func TestRun(t *testing.T) {
 	errLedger := errors.New("ledger down")
@@ -73,6 +74,17 @@ func TestRun(t *testing.T) {
 		wantRan:  []string{"A", "B"},
 		wantStat: []metav1.ConditionStatus{"False", "False", "False"},
 		wantErr:  []error{errAPI, errLedger},
+	}, {
+		name: "an informational step holds nothing up either",
+		steps: func(ran *[]string) []Step[struct{}] {
+			return []Step[struct{}]{
+				step("A", NotDone("Bad", "a"), ran, informational),
+				step("B", Done("Ok", "b"), ran),
+			}
+		},
+		wantRan:   []string{"A", "B"},
+		wantStat:  []metav1.ConditionStatus{"False", "True"},
+		wantClean: true,
 	}, {
 		name: "a kept failure keeps what follows as it was",
 		steps: func(ran *[]string) []Step[struct{}] {
