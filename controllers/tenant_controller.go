@@ -63,12 +63,13 @@ func (r *TenantReconciler) skeleton() *reconciler.Reconciler[*v1.Tenant] {
 		Finalizer: v1.LedgerFinalizer,
 		Finalize:  r.disableKeys,
 		Steps: []reconciler.Step[*v1.Tenant]{
+			// First: it needs nothing else, so nothing else can hold it up.
+			{Condition: v1.ConditionWebhookReady, Informational: true, Run: r.checkWebhook},
 			{Run: r.refuseDuplicate},
 			{Condition: v1.ConditionRegistered, Run: r.register},
 			{Condition: v1.ConditionGrantsApplied, Informational: true, Run: r.applyGrants},
 			{Condition: v1.ConditionAccessTokenReady, Independent: true, Run: r.ensureAccessToken},
 			{Run: r.mirrorBalance},
-			{Condition: v1.ConditionWebhookReady, Informational: true, Run: r.checkWebhook},
 		},
 		ReadyMessage:   func(*v1.Tenant) string { return "tenant is registered and its access token is ready" },
 		MoreConditions: setLedgerSynced,
@@ -89,6 +90,26 @@ func (r *TenantReconciler) disableKeys(ctx context.Context, t *v1.Tenant) error 
 	}
 	log.FromContext(ctx).Info("deleted tenant's keys disabled in the ledger", "userID", t.Status.UserID, "leaseQuotaReturned", int64(returned))
 	return nil
+}
+
+// checkWebhook tells the tenant up front whether its webhook URL may be
+// called: a URL to an internal address (loopback, private, link-local,
+// metadata, ...) gets WebhookReady=False and is never called. The message
+// names no address. The check is repeated on every delivery, on the address
+// actually dialed.
+func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) reconciler.Result {
+	if t.Spec.Webhook == nil {
+		return reconciler.NotApplicable()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a slow resolver must not hold the reconcile
+	defer cancel()
+	if err := netguard.Default.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
+		if errors.Is(err, netguard.ErrForbidden) {
+			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task webhook will be sent", netguard.Reason(err))
+		}
+		return reconciler.NotDone(v1.ReasonUnresolvable, "webhook host: %s; no task webhook will be sent", err.Error())
+	}
+	return reconciler.Done(v1.ReasonReconciled, "task webhooks go to a public address")
 }
 
 // refuseDuplicate holds up every other step of a second Tenant in a
@@ -252,26 +273,6 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) reco
 		t.Status.BalanceSyncedAt = &synced
 	}
 	return reconciler.Done(v1.ReasonReconciled, "balance mirrored").After(period)
-}
-
-// checkWebhook tells the tenant up front whether its webhook URL may be
-// called: a URL to an internal address (loopback, private, link-local,
-// metadata, ...) gets WebhookReady=False and is never called. The message
-// names no address. The check is repeated on every delivery, on the address
-// actually dialed.
-func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) reconciler.Result {
-	if t.Spec.Webhook == nil {
-		return reconciler.NotApplicable()
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a slow resolver must not hold the reconcile
-	defer cancel()
-	if err := netguard.Default.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
-		if errors.Is(err, netguard.ErrForbidden) {
-			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task webhook will be sent", netguard.Reason(err))
-		}
-		return reconciler.NotDone(v1.ReasonUnresolvable, "webhook host: %s; no task webhook will be sent", err.Error())
-	}
-	return reconciler.Done(v1.ReasonReconciled, "task webhooks go to a public address")
 }
 
 // SetupWithManager registers the reconciler; Secrets it owns wake it.
