@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
 	"github.com/modelgate/modelgate/gateway/tokenspec"
@@ -45,7 +44,7 @@ var _ = Describe("ApiToken controller", func() {
 
 		secret := &corev1.Secret{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
-		key := string(secret.Data[controllers.APIKeySecretKey])
+		key := string(secret.Data[v1.APIKeySecretKey])
 		Expect(keys.ValidAPIKey(key)).To(BeTrue(), "key %q", key)
 		Expect(tok.Status.KeyHash).To(Equal(keys.Hash(key)))
 		Expect(tok.Status.KeyPrefix).To(Equal(key[:7]))
@@ -64,7 +63,7 @@ var _ = Describe("ApiToken controller", func() {
 		Consistently(func(g Gomega) {
 			s := &corev1.Secret{}
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(secret), s)).To(Succeed())
-			g.Expect(string(s.Data[controllers.APIKeySecretKey])).To(Equal(key))
+			g.Expect(string(s.Data[v1.APIKeySecretKey])).To(Equal(key))
 			got := &v1.ApiToken{}
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tok), got)).To(Succeed())
 			g.Expect(got.Status.TokenID).To(Equal(tok.Status.TokenID))
@@ -91,10 +90,25 @@ var _ = Describe("ApiToken controller", func() {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(bad), bad)).To(Succeed())
 			c := meta.FindStatusCondition(bad.Status.Conditions, v1.ConditionReady)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(controllers.ReasonKeyInvalid))
+			g.Expect(c.Reason).To(Equal(v1.ReasonKeyInvalid))
 			g.Expect(c.Message).NotTo(ContainSubstring("sk-short"))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(bad.Status.KeyHash).To(BeEmpty())
+
+		By("naming the step that failed and the ones it held up")
+		provisioned := meta.FindStatusCondition(bad.Status.Conditions, v1.ConditionKeyProvisioned)
+		Expect(provisioned).NotTo(BeNil())
+		Expect(provisioned.Status).To(Equal(metav1.ConditionFalse))
+		Expect(provisioned.Reason).To(Equal(v1.ReasonKeyInvalid))
+		Expect(provisioned.Message).To(Equal(`secret mine key "bad" is not an API key (sk- and 48 letters or digits)`))
+		registered := meta.FindStatusCondition(bad.Status.Conditions, v1.ConditionRegistered)
+		Expect(registered).NotTo(BeNil())
+		Expect(registered.Status).To(Equal(metav1.ConditionFalse))
+		Expect(registered.Reason).To(Equal(v1.ReasonBlocked))
+		Expect(registered.Message).To(Equal("not attempted: KeyProvisioned is False (KeyInvalid)"))
+		for _, c := range []string{v1.ConditionKeyProvisioned, v1.ConditionRegistered, v1.ConditionUsageMirrored} {
+			Expect(meta.IsStatusConditionTrue(good.Status.Conditions, c)).To(BeTrue(), c)
+		}
 	})
 
 	It("computes disabled, expired and exhausted states and requeues at expiry", func() {
@@ -152,7 +166,7 @@ var _ = Describe("ApiToken controller", func() {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tok), tok)).To(Succeed())
 			c := meta.FindStatusCondition(tok.Status.Conditions, v1.ConditionReady)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(controllers.ReasonKeyInvalid))
+			g.Expect(c.Reason).To(Equal(v1.ReasonKeyInvalid))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(tok.Status.TokenID).To(BeZero())
 
@@ -187,7 +201,11 @@ var _ = Describe("ApiToken controller", func() {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tok), tok)).To(Succeed())
 			c := meta.FindStatusCondition(tok.Status.Conditions, v1.ConditionReady)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(controllers.ReasonTenantNotReady))
+			g.Expect(c.Reason).To(Equal(v1.ReasonTenantNotReady))
+			key := meta.FindStatusCondition(tok.Status.Conditions, v1.ConditionKeyProvisioned)
+			g.Expect(key).NotTo(BeNil())
+			g.Expect(key.Reason).To(Equal(v1.ReasonBlocked))
+			g.Expect(key.Message).To(Equal("not attempted: no ready Tenant in namespace " + lonely.Name))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 
 		readyTenantIn(lonely.Name)

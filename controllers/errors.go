@@ -28,6 +28,6 @@ func reasonFor(err error) string {
 	case errors.As(err, &se):
 		return v1.ReasonInvalidSpec
 	default:
-		return "Error"
+		return v1.ReasonError
 	}
 }

@@ -27,11 +27,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
-// GenerationTask reasons and defaults.
+// GenerationTask defaults.
 const (
-	ReasonTaskInFlight = "InFlight"
-	ReasonTaskArchived = "Archived"
-
 	// DefaultTaskRetention is how long a final task object stays before it
 	// is deleted (the ledger archive keeps answering queries).
 	DefaultTaskRetention = time.Hour
@@ -119,7 +116,7 @@ func (r *GenerationTaskReconciler) reconcile(ctx context.Context, t *v1.Generati
 	case t.Status.Phase == "":
 		t.Status.Phase, t.Status.Progress = v1.TaskQueued, 0
 		t.Status.Billing = &v1.TaskBilling{Status: v1.BillingPending}
-		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, false, ReasonTaskInFlight, "the task is queued")
+		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, false, v1.ReasonTaskInFlight, "the task is queued")
 		t.Status.ObservedGeneration = t.Generation
 		return ctrl.Result{}, r.archive(ctx, t) // the status change wakes us again
 	}
@@ -468,7 +465,7 @@ func (r *GenerationTaskReconciler) finish(ctx context.Context, t *v1.GenerationT
 			setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, false, v1.ReasonLedgerUnavailable, err.Error())
 			return ctrl.Result{}, err
 		}
-		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, true, ReasonTaskArchived,
+		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, true, v1.ReasonTaskArchived,
 			fmt.Sprintf("the task is %s and archived in the ledger", t.Status.Phase))
 		t.Status.ObservedGeneration = t.Generation
 	}

@@ -432,7 +432,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 			}
 			Expect(json.Unmarshal(last.body, &ev)).To(Succeed())
 			Expect(ev.Object).To(Equal("event"))
-			Expect(ev.Type).To(Equal(controllers.EventTaskCompleted))
+			Expect(ev.Type).To(Equal(v1.WebhookEventTaskCompleted))
 			Expect(ev.ID).To(Equal(last.header.Get("webhook-id")))
 			Expect(ev.Data.ID).To(Equal(t.Spec.TaskID))
 			Expect(ev.Data.Status).To(Equal("completed"))
@@ -496,7 +496,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 				}
 			}
 			Expect(json.Unmarshal(got[0].body, &ev)).To(Succeed())
-			Expect(ev.Type).To(Equal(controllers.EventTaskFailed))
+			Expect(ev.Type).To(Equal(v1.WebhookEventTaskFailed))
 			Expect(ev.Data.Error["code"]).To(Equal(controllers.CodeGenerationFailed))
 			Expect(ev.Data.Billing).To(Equal(map[string]string{"status": "refunded", "credits": "0", "cost_usd": "0"}))
 

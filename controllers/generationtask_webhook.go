@@ -18,14 +18,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
-// Webhook event types: one final event per task.
-const (
-	EventTaskCompleted = "task.completed"
-	EventTaskFailed    = "task.failed"
-
-	// defaultWebhookAttempts applies when the Tenant leaves maxAttempts unset.
-	defaultWebhookAttempts = 7
-)
+// defaultWebhookAttempts applies when the Tenant leaves maxAttempts unset.
+const defaultWebhookAttempts = 7
 
 // WebhookEvent is the body of a task webhook: an event envelope in the
 // OpenAI webhook style whose data is the task exactly as the task query
@@ -98,13 +92,13 @@ func (r *GenerationTaskReconciler) sendWebhook(ctx context.Context, t *v1.Genera
 	if err != nil {
 		return webhook.Result{Err: err}
 	}
-	ev := WebhookEvent{Object: "event", ID: id, Type: EventTaskCompleted, CreatedAt: now.Unix(),
+	ev := WebhookEvent{Object: "event", ID: id, Type: v1.WebhookEventTaskCompleted, CreatedAt: now.Unix(),
 		Data: tasks.Render(ctx, t, r.Blobs, now)}
 	if t.Status.CompletedAt != nil {
 		ev.CreatedAt = t.Status.CompletedAt.Unix() // the same body on every retry
 	}
 	if t.Status.Phase == v1.TaskFailed {
-		ev.Type = EventTaskFailed
+		ev.Type = v1.WebhookEventTaskFailed
 	}
 	body, err := json.Marshal(ev)
 	if err != nil {

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -16,21 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/routing"
-)
-
-// ModelRoute backend reasons.
-const (
-	ReasonBackendReady       = "Ready"
-	ReasonBackendDisabled    = "Disabled"
-	ReasonUnknownProvider    = "UnknownProvider"
-	ReasonInvalidBaseURL     = "InvalidBaseURL"
-	ReasonCredentialMissing  = "CredentialMissing"
-	ReasonNoReadyBackend     = "NoReadyBackend"
-	ReasonSomeBackendsFailed = "SomeBackendsNotReady"
-	ReasonDefault            = "Default"
-	ReasonDefaultTaken       = "DefaultTaken"
 )
 
 // ModelRouteReconciler validates each backend of a route and publishes which
@@ -48,11 +36,30 @@ type ModelRouteReconciler struct {
 
 // Reconcile validates one ModelRoute.
 func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	route := &v1.ModelRoute{}
-	if err := r.Client.Get(ctx, req.NamespacedName, route); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	return r.skeleton().Reconcile(ctx, req)
+}
+
+// skeleton is the ModelRoute's reconcile. A route is Ready while at least
+// one backend is: BackendsReady names the others without taking the route
+// offline, and Default says which default route of the namespace is used.
+func (r *ModelRouteReconciler) skeleton() *reconciler.Reconciler[*v1.ModelRoute] {
+	return &reconciler.Reconciler[*v1.ModelRoute]{
+		Client: r.Client,
+		New:    func() *v1.ModelRoute { return &v1.ModelRoute{} },
+		Steps: []reconciler.Step[*v1.ModelRoute]{
+			{Condition: v1.ConditionBackendsReady, Informational: true, Run: r.checkBackends},
+			{Condition: v1.ConditionDefault, Informational: true, Run: r.checkDefault},
+			{Run: serving},
+		},
+		ReadyMessage: func(rt *v1.ModelRoute) string {
+			return fmt.Sprintf("%d of %d backends are ready", rt.Status.ReadyBackends, len(rt.Status.Backends))
+		},
 	}
-	before := route.DeepCopy()
+}
+
+// checkBackends decides each backend's readiness into status.backends. An
+// API error publishes no guess: the route keeps what it had and is retried.
+func (r *ModelRouteReconciler) checkBackends(ctx context.Context, route *v1.ModelRoute) reconciler.Result {
 	statuses := make([]v1.BackendStatus, 0, len(route.Spec.Backends))
 	var errs []error
 	for _, b := range route.Spec.Backends {
@@ -63,36 +70,63 @@ func (r *ModelRouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		statuses = append(statuses, st)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return ctrl.Result{}, err // API errors: retry without publishing a guess
+		return reconciler.Kept(err)
 	}
-	setRouteStatus(route, statuses)
-	if err := r.setDefaultCondition(ctx, route); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, route)
+	return setBackends(route, statuses)
 }
 
-// setDefaultCondition reports on a defaultModel route whether it is the
-// default of its type in its namespace (routing.PickDefault, the rule the
-// gateway applies), and removes the condition from any other route.
-func (r *ModelRouteReconciler) setDefaultCondition(ctx context.Context, route *v1.ModelRoute) error {
+// setBackends publishes the backends' readiness and says which are not
+// ready and why.
+func setBackends(route *v1.ModelRoute, statuses []v1.BackendStatus) reconciler.Result {
+	route.Status.Backends = statuses
+	var ready int32
+	var notReady []string
+	for _, s := range statuses {
+		if s.Ready {
+			ready++
+			continue
+		}
+		notReady = append(notReady, fmt.Sprintf("%s: %s (%s)", s.Name, s.Reason, s.Message))
+	}
+	route.Status.ReadyBackends = ready
+	switch {
+	case len(notReady) == 0:
+		return reconciler.Done(v1.ReasonReconciled, "every backend is ready")
+	case ready == 0:
+		return reconciler.NotDone(v1.ReasonNoReadyBackend, "no backend is ready: %s", strings.Join(notReady, "; "))
+	default:
+		return reconciler.NotDone(v1.ReasonSomeBackendsFailed, "%d of %d backends are not ready: %s",
+			len(notReady), len(statuses), strings.Join(notReady, "; "))
+	}
+}
+
+// serving is what makes a route Ready: the gateway routes only to ready
+// backends, so it needs one.
+func serving(_ context.Context, route *v1.ModelRoute) reconciler.Result {
+	if route.Status.ReadyBackends == 0 {
+		return reconciler.NotDone(v1.ReasonNoReadyBackend, "no backend is ready; see BackendsReady and status.backends")
+	}
+	return reconciler.Done(v1.ReasonReconciled, "serving")
+}
+
+// checkDefault reports on a defaultModel route whether it is the default of
+// its type in its namespace (routing.PickDefault, the rule the gateway
+// applies); other routes carry no Default condition.
+func (r *ModelRouteReconciler) checkDefault(ctx context.Context, route *v1.ModelRoute) reconciler.Result {
 	if !route.Spec.DefaultModel {
-		meta.RemoveStatusCondition(&route.Status.Conditions, v1.ConditionDefault)
-		return nil
+		return reconciler.NotApplicable()
 	}
 	list := &v1.ModelRouteList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(route.Namespace)); err != nil {
-		return err
+		return reconciler.Kept(err)
 	}
 	winner := routing.PickDefault(list.Items, route.Spec.Type)
 	if winner == nil || winner.Name == route.Name {
-		setCondition(&route.Status.Conditions, route.Generation, v1.ConditionDefault, true, ReasonDefault,
-			fmt.Sprintf("requests without a model use %s for %s", route.Spec.Model, route.Spec.Type))
-		return nil
+		return reconciler.Done(v1.ReasonDefault, "requests without a model use %s for %s", route.Spec.Model, route.Spec.Type)
 	}
-	setCondition(&route.Status.Conditions, route.Generation, v1.ConditionDefault, false, ReasonDefaultTaken,
-		fmt.Sprintf("ModelRoute %s (model %s) is the older default %s route of this namespace; requests without a model use it", winner.Name, winner.Spec.Model, route.Spec.Type))
-	return nil
+	return reconciler.NotDone(v1.ReasonDefaultTaken,
+		"ModelRoute %s (model %s) is the older default %s route of this namespace; requests without a model use it",
+		winner.Name, winner.Spec.Model, route.Spec.Type)
 }
 
 // checkBackend decides one backend's readiness; an error means it could not
@@ -101,15 +135,15 @@ func (r *ModelRouteReconciler) checkBackend(ctx context.Context, ns string, b v1
 	st := v1.BackendStatus{Name: b.Name}
 	switch {
 	case b.Disabled:
-		st.Reason, st.Message = ReasonBackendDisabled, "backend is disabled"
+		st.Reason, st.Message = v1.ReasonBackendDisabled, "backend is disabled"
 		return st, nil
 	case r.KnownProvider != nil && !r.KnownProvider(b.Provider):
-		st.Reason, st.Message = ReasonUnknownProvider, fmt.Sprintf("provider %q is not known to this gateway", b.Provider)
+		st.Reason, st.Message = v1.ReasonUnknownProvider, fmt.Sprintf("provider %q is not known to this gateway", b.Provider)
 		return st, nil
 	}
 	if b.BaseURL != "" {
 		if u, err := url.Parse(b.BaseURL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			st.Reason, st.Message = ReasonInvalidBaseURL, "baseURL must be an absolute http or https URL"
+			st.Reason, st.Message = v1.ReasonInvalidBaseURL, "baseURL must be an absolute http or https URL"
 			return st, nil
 		}
 	}
@@ -119,11 +153,11 @@ func (r *ModelRouteReconciler) checkBackend(ctx context.Context, ns string, b v1
 			return st, err
 		}
 		if !ok {
-			st.Reason, st.Message = ReasonCredentialMissing, fmt.Sprintf("Secret %s has no key %q", ref.Name, ref.Key)
+			st.Reason, st.Message = v1.ReasonCredentialMissing, fmt.Sprintf("Secret %s has no key %q", ref.Name, ref.Key)
 			return st, nil
 		}
 	}
-	st.Ready, st.Reason = true, ReasonBackendReady
+	st.Ready, st.Reason = true, v1.ReasonBackendReady
 	return st, nil
 }
 
@@ -136,30 +170,6 @@ func secretHasKey(ctx context.Context, c client.Client, ns, name, key string) (b
 		return false, err
 	}
 	return len(s.Data[key]) > 0, nil
-}
-
-// setRouteStatus computes the route's status from its backends: Ready when
-// at least one backend is.
-func setRouteStatus(route *v1.ModelRoute, statuses []v1.BackendStatus) {
-	route.Status.Backends = statuses
-	var ready int32
-	for _, s := range statuses {
-		if s.Ready {
-			ready++
-		}
-	}
-	route.Status.ReadyBackends = ready
-	gen := route.Generation
-	switch {
-	case ready == 0:
-		setCondition(&route.Status.Conditions, gen, v1.ConditionReady, false, ReasonNoReadyBackend, "no backend is ready; see status.backends")
-	case int(ready) < len(statuses):
-		setCondition(&route.Status.Conditions, gen, v1.ConditionReady, true, ReasonSomeBackendsFailed,
-			fmt.Sprintf("%d of %d backends are ready; see status.backends", ready, len(statuses)))
-	default:
-		setCondition(&route.Status.Conditions, gen, v1.ConditionReady, true, v1.ReasonReconciled, "every backend is ready")
-	}
-	route.Status.ObservedGeneration = gen
 }
 
 // SetupWithManager registers the reconciler; a Secret change wakes the

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -42,12 +41,18 @@ var _ = Describe("ModelRoute controller", func() {
 			st := byName(g)
 			g.Expect(st).To(HaveLen(4))
 			g.Expect(st["sim"].Ready).To(BeTrue())
-			g.Expect(st["remote"].Reason).To(Equal(controllers.ReasonCredentialMissing))
-			g.Expect(st["off"].Reason).To(Equal(controllers.ReasonBackendDisabled))
-			g.Expect(st["mystery"].Reason).To(Equal(controllers.ReasonUnknownProvider))
+			g.Expect(st["remote"].Reason).To(Equal(v1.ReasonCredentialMissing))
+			g.Expect(st["off"].Reason).To(Equal(v1.ReasonBackendDisabled))
+			g.Expect(st["mystery"].Reason).To(Equal(v1.ReasonUnknownProvider))
 			g.Expect(route.Status.ReadyBackends).To(Equal(int32(1)))
 			g.Expect(meta.IsStatusConditionTrue(route.Status.Conditions, v1.ConditionReady)).To(BeTrue())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
+		all := meta.FindStatusCondition(route.Status.Conditions, v1.ConditionBackendsReady)
+		Expect(all).NotTo(BeNil())
+		Expect(all.Status).To(Equal(metav1.ConditionFalse))
+		Expect(all.Reason).To(Equal(v1.ReasonSomeBackendsFailed))
+		Expect(all.Message).To(ContainSubstring(`remote: CredentialMissing (Secret upstream has no key "apiKey")`))
+		Expect(all.Message).To(ContainSubstring("mystery: UnknownProvider"))
 
 		By("creating the credential, which readies the remote backend")
 		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: ns},
@@ -72,7 +77,7 @@ var _ = Describe("ModelRoute controller", func() {
 			c := meta.FindStatusCondition(route.Status.Conditions, v1.ConditionReady)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(controllers.ReasonNoReadyBackend))
+			g.Expect(c.Reason).To(Equal(v1.ReasonNoReadyBackend))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
 
@@ -101,7 +106,7 @@ var _ = Describe("ModelRoute controller", func() {
 			c = defaultOf(g, second)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(controllers.ReasonDefaultTaken))
+			g.Expect(c.Reason).To(Equal(v1.ReasonDefaultTaken))
 			g.Expect(c.Message).To(ContainSubstring("img-first"))
 			g.Expect(defaultOf(g, plain)).To(BeNil())
 		}, framework.Timeout, framework.Interval).Should(Succeed())

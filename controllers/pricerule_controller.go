@@ -11,14 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/pricing"
-)
-
-// PriceRule reasons.
-const (
-	ReasonPublished = "Published"
-	ReasonInvalid   = "Invalid"
 )
 
 // PriceRuleReconciler validates price rules, rejects a rule that overlaps an
@@ -35,37 +30,47 @@ type PriceRuleReconciler struct {
 
 // Reconcile decides whether one PriceRule is published.
 func (r *PriceRuleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	rule := &v1.PriceRule{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !rule.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	before := rule.DeepCopy()
-	gen := rule.Generation
-	rule.Status.ConflictsWith = ""
-	if err := pricing.ValidateSpec(&rule.Spec); err != nil {
-		r.refuse(rule, ReasonInvalid, err.Error())
-	} else if other, err := r.olderOverlap(ctx, rule); err != nil {
-		return ctrl.Result{}, err
-	} else if other != "" {
-		rule.Status.ConflictsWith = other
-		r.refuse(rule, v1.ReasonConflict, fmt.Sprintf(
-			"PriceRule %q already prices model %s for group %s under the same conditions; delete one or make their conditions differ",
-			other, rule.Spec.Model, pricing.GroupOf(&rule.Spec)))
-	} else {
-		setCondition(&rule.Status.Conditions, gen, v1.ConditionAccepted, true, v1.ReasonReconciled, "the rule is valid and overlaps no other")
-		setCondition(&rule.Status.Conditions, gen, v1.ConditionPublished, true, ReasonPublished, "the rule is served and billed")
-	}
-	rule.Status.ObservedGeneration = gen
-	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, rule)
+	return r.skeleton().Reconcile(ctx, req)
 }
 
-func (r *PriceRuleReconciler) refuse(rule *v1.PriceRule, reason, msg string) {
-	gen := rule.Generation
-	setCondition(&rule.Status.Conditions, gen, v1.ConditionAccepted, false, reason, msg)
-	setCondition(&rule.Status.Conditions, gen, v1.ConditionPublished, false, reason, "not published: "+msg)
+// skeleton is the PriceRule's reconcile: Accepted says whether the spec can
+// be evaluated, Published whether the rule is in the catalog (served and
+// billed) or shadowed by an older rule it overlaps.
+func (r *PriceRuleReconciler) skeleton() *reconciler.Reconciler[*v1.PriceRule] {
+	return &reconciler.Reconciler[*v1.PriceRule]{
+		Client: r.Client,
+		New:    func() *v1.PriceRule { return &v1.PriceRule{} },
+		Steps: []reconciler.Step[*v1.PriceRule]{
+			{Condition: v1.ConditionAccepted, Run: accept},
+			{Condition: v1.ConditionPublished, Run: r.publish},
+		},
+		ReadyMessage: func(*v1.PriceRule) string { return "the rule is served and billed" },
+	}
+}
+
+// accept checks that the evaluator can use the spec (pricing.ValidateSpec).
+func accept(_ context.Context, rule *v1.PriceRule) reconciler.Result {
+	if err := pricing.ValidateSpec(&rule.Spec); err != nil {
+		return reconciler.NotDone(v1.ReasonInvalid, "%s", err.Error())
+	}
+	return reconciler.Done(v1.ReasonReconciled, "the spec is valid")
+}
+
+// publish puts the rule in the catalog unless an older rule of the
+// namespace already prices the same requests.
+func (r *PriceRuleReconciler) publish(ctx context.Context, rule *v1.PriceRule) reconciler.Result {
+	rule.Status.ConflictsWith = ""
+	other, err := r.olderOverlap(ctx, rule)
+	switch {
+	case err != nil:
+		return reconciler.Kept(err)
+	case other != "":
+		rule.Status.ConflictsWith = other
+		return reconciler.NotDone(v1.ReasonConflict,
+			"PriceRule %q already prices model %s for group %s under the same conditions; delete one or make their conditions differ",
+			other, rule.Spec.Model, pricing.GroupOf(&rule.Spec))
+	}
+	return reconciler.Done(v1.ReasonPublished, "the rule is served and billed")
 }
 
 // olderOverlap names an older rule of the same namespace that overlaps rule

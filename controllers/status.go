@@ -3,27 +3,18 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 )
 
-// patchStatusIfChanged writes obj's status when it differs from before's, as a
-// merge patch so a concurrent spec change is not overwritten.
+// patchStatusIfChanged writes obj's status when it differs from before's.
 func patchStatusIfChanged(ctx context.Context, c client.Client, before, obj client.Object) error {
-	if equality.Semantic.DeepEqual(before, obj) {
-		return nil
-	}
-	// A gone object (deleted once its finalizer went) has no status to keep.
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("patch status: %w", err)
-	}
-	return nil
+	return reconciler.PatchStatusIfChanged(ctx, c, before, obj)
 }
 
 // setCondition sets one condition, stamped with the generation it describes.
@@ -37,28 +28,47 @@ func setCondition(conds *[]metav1.Condition, generation int64, typ string, ok bo
 	})
 }
 
-// ConditionLedgerSynced is False while the ledger cannot be reached for an
-// object that is already registered in it.
-const ConditionLedgerSynced = "LedgerSynced"
-
-// markFailure records a failed reconcile step. A ledger outage does not
-// make an object that is already registered unusable: gateways go on
-// serving its keys from their leases and the durable usage journal. So for a
-// registered object a ledger error leaves Ready as it was and sets
-// LedgerSynced=False; any other failure (or an object never registered)
-// sets Ready=False as before.
-func markFailure(conds *[]metav1.Condition, gen int64, registered bool, err error) {
-	var le ledgerError
-	if registered && errors.As(err, &le) && meta.IsStatusConditionTrue(*conds, v1.ConditionReady) {
-		setCondition(conds, gen, ConditionLedgerSynced, false, v1.ReasonLedgerUnavailable, err.Error())
-		return
+// stepFailed is the Result of a step that failed with err. A spec the
+// controller cannot use is not retried (a spec change wakes the
+// reconciler). A ledger outage does not make an object that is already
+// registered (and Ready) unusable: gateways go on serving its keys from
+// their leases and the durable usage journal, so the step keeps its
+// condition and setLedgerSynced reports the outage instead.
+func stepFailed(obj reconciler.Object, registered bool, err error) reconciler.Result {
+	var se specError
+	if errors.As(err, &se) {
+		return reconciler.NotDone(v1.ReasonInvalidSpec, "%s", err.Error())
 	}
-	setCondition(conds, gen, v1.ConditionReady, false, reasonFor(err), err.Error())
+	var le ledgerError
+	if registered && errors.As(err, &le) && meta.IsStatusConditionTrue(obj.GetConditions(), v1.ConditionReady) {
+		return reconciler.Kept(err)
+	}
+	return reconciler.Failed(reasonFor(err), err)
 }
 
-// markSynced clears a ledger outage once a reconcile reached the ledger.
-func markSynced(conds *[]metav1.Condition, gen int64) {
-	if meta.FindStatusCondition(*conds, ConditionLedgerSynced) != nil {
-		setCondition(conds, gen, ConditionLedgerSynced, true, v1.ReasonReconciled, "the ledger answers")
+// setLedgerSynced computes LedgerSynced from a pass: False with the error
+// while a step kept its condition through a ledger outage, True again at
+// the first pass that reached the ledger. Objects that never saw an outage
+// do not carry it.
+func setLedgerSynced(conds *[]metav1.Condition, gen int64, rep reconciler.Report) {
+	for _, o := range rep.Outcomes {
+		var le ledgerError
+		if o.Status == "" && errors.As(o.Err, &le) {
+			setCondition(conds, gen, v1.ConditionLedgerSynced, false, v1.ReasonLedgerUnavailable, o.Err.Error())
+			return
+		}
 	}
+	if rep.Err == nil && meta.FindStatusCondition(*conds, v1.ConditionLedgerSynced) != nil {
+		setCondition(conds, gen, v1.ConditionLedgerSynced, true, v1.ReasonReconciled, "the ledger answers")
+	}
+}
+
+// retryLater is the Result of a step the API server failed: retried, and
+// for an object that is Ready the condition stays as it was, so that a
+// moment's API trouble does not take working keys offline.
+func retryLater(obj reconciler.Object, reason string, err error) reconciler.Result {
+	if meta.IsStatusConditionTrue(obj.GetConditions(), v1.ConditionReady) {
+		return reconciler.Kept(err)
+	}
+	return reconciler.Failed(reason, err)
 }

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -20,18 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
 	"github.com/modelgate/modelgate/gateway/netguard"
 )
-
-// Tenant reasons.
-const (
-	ReasonDuplicateTenant = "DuplicateTenant"
-)
-
-// AccessTokenSecretKey is the data key of a tenant's access-token Secret.
-const AccessTokenSecretKey = "token"
 
 // DefaultBalanceSyncPeriod bounds how often ledger balances are mirrored into status.
 const DefaultBalanceSyncPeriod = 30 * time.Second
@@ -58,22 +50,30 @@ type TenantReconciler struct {
 
 // Reconcile brings one Tenant's ledger record, grants and access token in line with its spec.
 func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	tenant := &v1.Tenant{}
-	if err := r.Client.Get(ctx, req.NamespacedName, tenant); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	return r.skeleton().Reconcile(ctx, req)
+}
+
+// skeleton is the Tenant's reconcile: one condition per step a user needs
+// to tell apart. A grant that cannot be applied is reported but leaves the
+// tenant Ready: its keys go on working on the balance it has.
+func (r *TenantReconciler) skeleton() *reconciler.Reconciler[*v1.Tenant] {
+	return &reconciler.Reconciler[*v1.Tenant]{
+		Client:    r.Client,
+		New:       func() *v1.Tenant { return &v1.Tenant{} },
+		Finalizer: v1.LedgerFinalizer,
+		Finalize:  r.disableKeys,
+		Steps: []reconciler.Step[*v1.Tenant]{
+			// First: it needs nothing else, so nothing else can hold it up.
+			{Condition: v1.ConditionWebhookReady, Informational: true, Run: r.checkWebhook},
+			{Run: r.refuseDuplicate},
+			{Condition: v1.ConditionRegistered, Run: r.register},
+			{Condition: v1.ConditionGrantsApplied, Informational: true, Run: r.applyGrants},
+			{Condition: v1.ConditionAccessTokenReady, Independent: true, Run: r.ensureAccessToken},
+			{Run: r.mirrorBalance},
+		},
+		ReadyMessage:   func(*v1.Tenant) string { return "tenant is registered and its access token is ready" },
+		MoreConditions: setLedgerSynced,
 	}
-	if !tenant.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, finalize(ctx, r.Client, tenant, func(ctx context.Context) error { return r.disableKeys(ctx, tenant) })
-	}
-	if added, err := ensureFinalizer(ctx, r.Client, tenant); added || err != nil {
-		return ctrl.Result{}, err
-	}
-	before := tenant.DeepCopy()
-	res, err := r.reconcile(ctx, tenant)
-	if perr := patchStatusIfChanged(ctx, r.Client, before, tenant); perr != nil {
-		err = errors.Join(err, perr)
-	}
-	return res, err
 }
 
 // disableKeys is what deleting a tenant does to the ledger: every key of it
@@ -92,56 +92,38 @@ func (r *TenantReconciler) disableKeys(ctx context.Context, t *v1.Tenant) error 
 	return nil
 }
 
-func (r *TenantReconciler) reconcile(ctx context.Context, t *v1.Tenant) (ctrl.Result, error) {
-	gen := t.Generation
-	if other, err := r.olderTenant(ctx, t); err != nil {
-		return ctrl.Result{}, err
-	} else if other != "" {
-		setCondition(&t.Status.Conditions, gen, v1.ConditionReady, false, ReasonDuplicateTenant,
-			fmt.Sprintf("namespace %s already has Tenant %q; only one Tenant may live in a namespace", t.Namespace, other))
-		return ctrl.Result{}, nil
-	}
-	registered := t.Status.UserID != 0
-	for _, step := range []func(context.Context, *v1.Tenant) error{r.register, r.applyGrants, r.ensureAccessToken} {
-		if err := step(ctx, t); err != nil {
-			markFailure(&t.Status.Conditions, gen, registered, err)
-			return ctrl.Result{}, err
-		}
-	}
-	requeue, err := r.mirrorBalance(ctx, t)
-	if err != nil {
-		markFailure(&t.Status.Conditions, gen, registered, ledgerError{err})
-		return ctrl.Result{}, err
-	}
-	markSynced(&t.Status.Conditions, gen)
-	r.checkWebhook(ctx, t)
-	setCondition(&t.Status.Conditions, gen, v1.ConditionReady, true, v1.ReasonReconciled, "tenant is registered and its grants are applied")
-	t.Status.ObservedGeneration = gen
-	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
 // checkWebhook tells the tenant up front whether its webhook URL may be
 // called: a URL to an internal address (loopback, private, link-local,
 // metadata, ...) gets WebhookReady=False and is never called. The message
 // names no address. The check is repeated on every delivery, on the address
 // actually dialed.
-func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) {
+func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) reconciler.Result {
 	if t.Spec.Webhook == nil {
-		meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionWebhookReady)
-		return
+		return reconciler.NotApplicable()
 	}
-	gen := t.Generation
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a slow resolver must not hold the reconcile
 	defer cancel()
 	if err := netguard.Default.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
-		reason, msg := v1.ReasonForbiddenAddress, "webhook URL refused: "+netguard.Reason(err)
-		if !errors.Is(err, netguard.ErrForbidden) {
-			reason, msg = v1.ReasonUnresolvable, "webhook host: "+err.Error()
+		if errors.Is(err, netguard.ErrForbidden) {
+			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task webhook will be sent", netguard.Reason(err))
 		}
-		setCondition(&t.Status.Conditions, gen, v1.ConditionWebhookReady, false, reason, msg+"; no task webhook will be sent")
-		return
+		return reconciler.NotDone(v1.ReasonUnresolvable, "webhook host: %s; no task webhook will be sent", err.Error())
 	}
-	setCondition(&t.Status.Conditions, gen, v1.ConditionWebhookReady, true, v1.ReasonReconciled, "task webhooks go to a public address")
+	return reconciler.Done(v1.ReasonReconciled, "task webhooks go to a public address")
+}
+
+// refuseDuplicate holds up every other step of a second Tenant in a
+// namespace: the older one wins, the newer is never registered.
+func (r *TenantReconciler) refuseDuplicate(ctx context.Context, t *v1.Tenant) reconciler.Result {
+	other, err := r.olderTenant(ctx, t)
+	switch {
+	case err != nil:
+		return reconciler.Kept(err)
+	case other != "":
+		return reconciler.NotDone(v1.ReasonDuplicateTenant,
+			"namespace %s already has Tenant %q; only one Tenant may live in a namespace", t.Namespace, other)
+	}
+	return reconciler.Done(v1.ReasonReconciled, "the only Tenant of its namespace")
 }
 
 // olderTenant returns the name of another Tenant of the namespace that came
@@ -163,36 +145,40 @@ func (r *TenantReconciler) olderTenant(ctx context.Context, t *v1.Tenant) (strin
 	return "", nil
 }
 
-func (r *TenantReconciler) register(ctx context.Context, t *v1.Tenant) error {
+func (r *TenantReconciler) register(ctx context.Context, t *v1.Tenant) reconciler.Result {
+	registered := t.Status.UserID != 0
 	id, err := r.Ledger.EnsureTenant(ctx, string(t.UID), t.Namespace, t.Name)
 	if err != nil {
-		return ledgerError{err}
+		return stepFailed(t, registered, ledgerError{err})
 	}
 	if t.Status.UserID != id {
 		recorder{r.Events}.normal(t, v1.EventTenantRegistered, "Register", "registered in the ledger as user %d", id)
 	}
 	t.Status.UserID = id
 	if err := r.Ledger.SetTenantUnlimited(ctx, id, t.Spec.UnlimitedQuota); err != nil {
-		return ledgerError{err}
+		return stepFailed(t, registered, ledgerError{err})
 	}
-	return nil
+	return reconciler.Done(v1.ReasonReconciled, "registered in the ledger as user %d", id)
 }
 
 // applyGrants applies every grant of the spec not yet applied. The ledger
 // keys grants by ID, so a grant applied before a lost status write is not
-// applied twice.
-func (r *TenantReconciler) applyGrants(ctx context.Context, t *v1.Tenant) error {
+// applied twice. A grant the controller cannot use does not hold up the
+// others.
+func (r *TenantReconciler) applyGrants(ctx context.Context, t *v1.Tenant) reconciler.Result {
+	var refused []error
 	for _, g := range t.Spec.Grants {
 		if slices.Contains(t.Status.AppliedGrants, g.ID) {
 			continue
 		}
 		amount, err := grantQuota(g)
 		if err != nil {
-			return specError{fmt.Errorf("grant %q: %w", g.ID, err)}
+			refused = append(refused, fmt.Errorf("grant %q: %w", g.ID, err))
+			continue
 		}
 		applied, err := r.Ledger.ApplyGrant(ctx, t.Status.UserID, g.ID, amount)
 		if err != nil {
-			return ledgerError{fmt.Errorf("apply grant %q: %w", g.ID, err)}
+			return stepFailed(t, true, ledgerError{fmt.Errorf("apply grant %q: %w", g.ID, err)})
 		}
 		if applied { // not when only a lost status write is being repaired
 			recorder{r.Events}.normal(t, v1.EventGrantApplied, "ApplyGrant", "grant %s added %d quota", g.ID, int64(amount))
@@ -200,7 +186,10 @@ func (r *TenantReconciler) applyGrants(ctx context.Context, t *v1.Tenant) error 
 		t.Status.AppliedGrants = append(t.Status.AppliedGrants, g.ID)
 		log.FromContext(ctx).Info("applied grant", "grant", g.ID, "quota", int64(amount))
 	}
-	return nil
+	if len(refused) > 0 {
+		return stepFailed(t, true, specError{errors.Join(refused...)})
+	}
+	return reconciler.Done(v1.ReasonReconciled, "every grant of the spec is applied")
 }
 
 func grantQuota(g v1.Grant) (billing.Quota, error) {
@@ -210,75 +199,80 @@ func grantQuota(g v1.Grant) (billing.Quota, error) {
 	if g.Credits == nil {
 		return 0, errors.New("neither credits nor quota is set")
 	}
-	return billing.QuotaFromCreditsText(string(*g.Credits))
+	q, err := billing.QuotaFromCreditsText(string(*g.Credits))
+	if err == nil && q <= 0 {
+		// Recorded as applied it would add nothing, and its ID could never
+		// be used for the amount that was meant.
+		return 0, fmt.Errorf("%s credits round to no quota (1 credit = 2500 quota)", *g.Credits)
+	}
+	return q, err
 }
 
 // ensureAccessToken keeps one access token in a Secret owned by the tenant.
 // A new token is generated when the rotation counter moved or the Secret (or
 // its token) went missing; the old hash is replaced at once, so the previous
 // token stops working on the next cache sync of the gateways.
-func (r *TenantReconciler) ensureAccessToken(ctx context.Context, t *v1.Tenant) error {
+func (r *TenantReconciler) ensureAccessToken(ctx context.Context, t *v1.Tenant) reconciler.Result {
 	name := t.Name + "-access-token"
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: name}, secret)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get access-token secret: %w", err)
+		return retryLater(t, v1.ReasonSecretUnavailable, fmt.Errorf("get access-token Secret %s: %w", name, err))
 	}
-	current := string(secret.Data[AccessTokenSecretKey])
+	current := string(secret.Data[v1.AccessTokenSecretKey])
 	upToDate := err == nil && current != "" &&
 		t.Status.AccessTokenRotation == t.Spec.AccessTokenRotation &&
 		t.Status.AccessTokenHash == keys.Hash(current)
 	if upToDate {
-		return nil
+		return reconciler.Done(v1.ReasonReconciled, "access token in Secret %s (rotation %d)", name, t.Spec.AccessTokenRotation)
 	}
-	token, gerr := keys.NewAccessToken()
-	if gerr != nil {
-		return gerr
+	token, err := keys.NewAccessToken()
+	if err != nil {
+		return retryLater(t, v1.ReasonSecretUnavailable, err)
 	}
 	secret.Name, secret.Namespace = name, t.Namespace
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, secret, func() error {
 		secret.Type = corev1.SecretTypeOpaque
-		secret.Data = map[string][]byte{AccessTokenSecretKey: []byte(token)}
+		secret.Data = map[string][]byte{v1.AccessTokenSecretKey: []byte(token)}
 		return controllerutil.SetControllerReference(t, secret, r.Client.Scheme())
 	}); err != nil {
-		return fmt.Errorf("write access-token secret: %w", err)
+		return retryLater(t, v1.ReasonSecretUnavailable, fmt.Errorf("write access-token Secret %s: %w", name, err))
 	}
 	t.Status.AccessTokenSecretName = name
 	t.Status.AccessTokenHash = keys.Hash(token)
 	t.Status.AccessTokenRotation = t.Spec.AccessTokenRotation
-	return nil
+	return reconciler.Done(v1.ReasonReconciled, "access token in Secret %s (rotation %d)", name, t.Spec.AccessTokenRotation)
 }
 
 // mirrorBalance copies the ledger balance into status at most once per
 // BalanceSyncPeriod, only when it moved, and says when to look again.
-func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) (time.Duration, error) {
+func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) reconciler.Result {
 	period := r.BalanceSyncPeriod
 	if period <= 0 {
 		period = DefaultBalanceSyncPeriod
 	}
 	now := r.Clock.Now()
 	if last := t.Status.BalanceSyncedAt; last != nil && now.Sub(last.Time) < period {
-		return period - now.Sub(last.Time), nil
+		return reconciler.Done(v1.ReasonReconciled, "balance mirrored").After(period - now.Sub(last.Time))
 	}
 	b, err := r.Ledger.TenantBalance(ctx, t.Status.UserID)
 	if err != nil {
-		return 0, err
+		return stepFailed(t, true, ledgerError{err})
 	}
 	leased, err := r.Ledger.TenantLeased(ctx, t.Status.UserID)
 	if err != nil {
-		return 0, err
+		return stepFailed(t, true, ledgerError{err})
 	}
 	// Quota leased to gateway replicas is held, not spent.
 	remain, used := int64(b.Remain+leased), int64(b.Used)
 	// Written only when a figure moved: an idle tenant costs no status write
 	// (and no watch event for every gateway) per period.
-	if t.Status.BalanceSyncedAt != nil && t.Status.RemainQuota == remain && t.Status.UsedQuota == used {
-		return period, nil
+	if t.Status.BalanceSyncedAt == nil || t.Status.RemainQuota != remain || t.Status.UsedQuota != used {
+		t.Status.RemainQuota, t.Status.UsedQuota = remain, used
+		synced := metav1.NewTime(now.Truncate(time.Second))
+		t.Status.BalanceSyncedAt = &synced
 	}
-	t.Status.RemainQuota, t.Status.UsedQuota = remain, used
-	synced := metav1.NewTime(now.Truncate(time.Second))
-	t.Status.BalanceSyncedAt = &synced
-	return period, nil
+	return reconciler.Done(v1.ReasonReconciled, "balance mirrored").After(period)
 }
 
 // SetupWithManager registers the reconciler; Secrets it owns wake it.

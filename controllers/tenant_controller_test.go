@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -69,13 +68,16 @@ var _ = Describe("Tenant controller", func() {
 		Expect(t.Status.UserID).To(BeNumerically(">", 0))
 		Expect(t.Status.AppliedGrants).To(ConsistOf("welcome", "bonus"))
 		Expect(t.Status.ObservedGeneration).To(Equal(t.Generation))
+		for _, c := range []string{v1.ConditionRegistered, v1.ConditionGrantsApplied, v1.ConditionAccessTokenReady} {
+			Expect(meta.IsStatusConditionTrue(t.Status.Conditions, c)).To(BeTrue(), c)
+		}
 		bal, err := ledger.TenantBalance(ctx, t.Status.UserID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(bal.Remain).To(Equal(billing.Quota(500000 + 1000))) // 200 credits = 1 USD
 
 		secret := &corev1.Secret{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Status.AccessTokenSecretName}, secret)).To(Succeed())
-		token := string(secret.Data[controllers.AccessTokenSecretKey])
+		token := string(secret.Data[v1.AccessTokenSecretKey])
 		Expect(token).To(HaveLen(40))
 		Expect(t.Status.AccessTokenHash).To(Equal(keys.Hash(token)))
 		Expect(secret.OwnerReferences).To(HaveLen(1))
@@ -166,7 +168,7 @@ var _ = Describe("Tenant controller", func() {
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		secret := &corev1.Secret{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Status.AccessTokenSecretName}, secret)).To(Succeed())
-		Expect(keys.Hash(string(secret.Data[controllers.AccessTokenSecretKey]))).To(Equal(t.Status.AccessTokenHash))
+		Expect(keys.Hash(string(secret.Data[v1.AccessTokenSecretKey]))).To(Equal(t.Status.AccessTokenHash))
 	})
 
 	It("refuses a second Tenant in the same namespace", func() {
@@ -179,9 +181,43 @@ var _ = Describe("Tenant controller", func() {
 			c := meta.FindStatusCondition(second.Status.Conditions, v1.ConditionReady)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(controllers.ReasonDuplicateTenant))
+			g.Expect(c.Reason).To(Equal(v1.ReasonDuplicateTenant))
 			g.Expect(c.Message).To(ContainSubstring(first.Name))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(second.Status.UserID).To(BeZero())
+		registered := meta.FindStatusCondition(second.Status.Conditions, v1.ConditionRegistered)
+		Expect(registered).NotTo(BeNil())
+		Expect(registered.Status).To(Equal(metav1.ConditionFalse))
+		Expect(registered.Reason).To(Equal(v1.ReasonBlocked))
+		Expect(registered.Message).To(ContainSubstring("already has Tenant"))
+	})
+
+	It("reports a grant it cannot apply on GrantsApplied, and stays registered and Ready", func() {
+		ns := newTenantNamespace()
+		t := readyTenantIn(ns, v1.Grant{ID: "welcome", Quota: ptr.To[int64](1000)})
+		update(t, func(t *v1.Tenant) {
+			t.Spec.Grants = append(t.Spec.Grants, v1.Grant{ID: "crumb", Credits: credits("0.0001")})
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			grants := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionGrantsApplied)
+			g.Expect(grants).NotTo(BeNil())
+			g.Expect(grants.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(grants.Reason).To(Equal(v1.ReasonInvalidSpec))
+			g.Expect(grants.Message).To(ContainSubstring(`grant "crumb": 0.0001 credits round to no quota`))
+			g.Expect(grants.ObservedGeneration).To(Equal(t.Generation))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionRegistered)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionAccessTokenReady)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionReady)).To(BeTrue(), "its keys go on working")
+		Expect(t.Status.AppliedGrants).To(ConsistOf("welcome"))
+
+		By("fixing the grant, which applies it")
+		update(t, func(t *v1.Tenant) { t.Spec.Grants[1].Credits = credits("1") })
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionGrantsApplied)).To(BeTrue())
+			g.Expect(t.Status.AppliedGrants).To(ConsistOf("welcome", "crumb"))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
 })

@@ -119,7 +119,9 @@ const (
 
 // ApiTokenStatus is the observed state of an ApiToken.
 type ApiTokenStatus struct {
-	// conditions: Ready (the key is provisioned and registered).
+	// conditions: Ready (the key is provisioned and registered),
+	// KeyProvisioned, Registered, UsageMirrored and LedgerSynced (after a
+	// ledger outage).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -179,6 +181,10 @@ type ApiTokenStatus struct {
 // +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.status.keyPrefix`
 // +kubebuilder:printcolumn:name="State",type=integer,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Key Provisioned",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="KeyProvisioned")].status`
+// +kubebuilder:printcolumn:name="Registered",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Registered")].status`
+// +kubebuilder:printcolumn:name="Usage",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="UsageMirrored")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ApiToken struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -18,3 +18,10 @@ const (
 	// EventWebhookGaveUp: a task's webhook was not delivered after every attempt.
 	EventWebhookGaveUp = "WebhookGaveUp"
 )
+
+// Types of the webhook events a tenant receives when a GenerationTask ends
+// (the `type` of the event body).
+const (
+	WebhookEventTaskCompleted = "task.completed"
+	WebhookEventTaskFailed    = "task.failed"
+)

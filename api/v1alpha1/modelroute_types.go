@@ -192,7 +192,8 @@ type BackendStatus struct {
 
 // ModelRouteStatus is the observed state of a ModelRoute.
 type ModelRouteStatus struct {
-	// conditions: Ready (at least one backend is ready).
+	// conditions: Ready (at least one backend is ready), BackendsReady
+	// (every backend is) and Default (on defaultModel routes).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -223,6 +224,9 @@ type ModelRouteStatus struct {
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Backends",type=integer,JSONPath=`.status.readyBackends`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="All Backends",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="BackendsReady")].status`
+// +kubebuilder:printcolumn:name="Default",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Default")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ModelRoute struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -198,9 +198,10 @@ type PeakWindow struct {
 
 // PriceRule condition types and reasons.
 const (
-	// ConditionAccepted is True when the rule is valid and conflicts with no other.
+	// ConditionAccepted is True when the evaluator can use the spec.
 	ConditionAccepted = "Accepted"
-	// ConditionPublished is True when the rule is served and billed.
+	// ConditionPublished is True when the rule is in the catalog, served and
+	// billed: it is accepted and no older rule it overlaps shadows it.
 	ConditionPublished = "Published"
 	// ReasonConflict: another rule already prices the same model, group and conditions.
 	ReasonConflict = "Conflict"
@@ -208,7 +209,9 @@ const (
 
 // PriceRuleStatus is the observed state of a PriceRule.
 type PriceRuleStatus struct {
-	// conditions: Accepted, Published.
+	// conditions: Accepted (the spec can be evaluated), Published (in the
+	// catalog: served and billed; not shadowed by an older overlapping rule)
+	// and Ready (both).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -233,7 +236,9 @@ type PriceRuleStatus struct {
 // +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.group`
 // +kubebuilder:printcolumn:name="Charge",type=string,JSONPath=`.spec.chargeType`
 // +kubebuilder:printcolumn:name="Price",type=string,JSONPath=`.spec.unitPrice`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Published",type=string,JSONPath=`.status.conditions[?(@.type=="Published")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PriceRule struct {
 	metav1.TypeMeta   `json:",inline"`

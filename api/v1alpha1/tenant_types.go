@@ -114,7 +114,9 @@ type Grant struct {
 
 // TenantStatus is the observed state of a Tenant.
 type TenantStatus struct {
-	// conditions: Ready.
+	// conditions: Ready (registered and the access token kept), Registered,
+	// GrantsApplied, AccessTokenReady, WebhookReady (when spec.webhook is
+	// set) and LedgerSynced (after a ledger outage).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -166,6 +168,11 @@ type TenantStatus struct {
 // +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.group`
 // +kubebuilder:printcolumn:name="Remain",type=integer,JSONPath=`.status.remainQuota`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Registered",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Registered")].status`
+// +kubebuilder:printcolumn:name="Grants",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="GrantsApplied")].status`
+// +kubebuilder:printcolumn:name="Access Token",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="AccessTokenReady")].status`
+// +kubebuilder:printcolumn:name="Webhook",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="WebhookReady")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Tenant struct {
 	metav1.TypeMeta   `json:",inline"`

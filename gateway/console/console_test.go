@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/console"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -68,7 +67,7 @@ func newTenant(t *testing.T, keyName string, rows int) *tenant {
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: acct.Tenant.Status.AccessTokenSecretName}, s); err != nil {
 		t.Fatal(err)
 	}
-	tn := &tenant{acct: acct, accessToken: string(s.Data[controllers.AccessTokenSecretKey]),
+	tn := &tenant{acct: acct, accessToken: string(s.Data[v1.AccessTokenSecretKey]),
 		userID: strconv.FormatInt(acct.Tenant.Status.UserID, 10), t0: time.Now().Add(-time.Hour).Unix()}
 	var urows []store.UsageRow
 	for i := range rows {

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -64,7 +63,7 @@ var _ = Describe("key lifecycle at the gateway", func() {
 		Expect(err).NotTo(HaveOccurred())
 		s := &corev1.Secret{}
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Tenant.Status.AccessTokenSecretName}, s)).To(Succeed())
-		aAccess := string(s.Data[controllers.AccessTokenSecretKey])
+		aAccess := string(s.Data[v1.AccessTokenSecretKey])
 
 		// A's access token with B's user ID.
 		code, body, _ := call("GET", "/api/usage/tokens/summary?start_timestamp=1&end_timestamp=1000", map[string]string{

@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -109,7 +108,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		s := &corev1.Secret{}
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Tenant.Status.AccessTokenSecretName}, s)).To(Succeed())
 		h := map[string]string{
-			"Authorization": "Bearer " + string(s.Data[controllers.AccessTokenSecretKey]),
+			"Authorization": "Bearer " + string(s.Data[v1.AccessTokenSecretKey]),
 			"X-User-Id":     strconv.FormatInt(a.Tenant.Status.UserID, 10),
 		}
 		now := time.Now().Unix()

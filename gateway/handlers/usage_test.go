@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/framework"
@@ -29,7 +28,7 @@ var _ = Describe("usage endpoints", func() {
 	accessToken := func(a *framework.Account) string {
 		s := &corev1.Secret{}
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Tenant.Status.AccessTokenSecretName}, s)).To(Succeed())
-		return string(s.Data[controllers.AccessTokenSecretKey])
+		return string(s.Data[v1.AccessTokenSecretKey])
 	}
 
 	BeforeEach(func() {

@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/framework"
@@ -85,7 +84,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: acct.Tenant.Status.AccessTokenSecretName}, secret); err != nil {
 		t.Fatal(err)
 	}
-	accessToken := string(secret.Data[controllers.AccessTokenSecretKey])
+	accessToken := string(secret.Data[v1.AccessTokenSecretKey])
 	// Usage over the last week: a few rows a day, so the chart has bars and
 	// the table has pages.
 	now := time.Now()

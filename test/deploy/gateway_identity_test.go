@@ -100,7 +100,7 @@ func TestGatewayRunsUnderItsServiceAccount(t *testing.T) {
 		g.Expect(meta.IsStatusConditionTrue(tok.Status.Conditions, v1.ConditionReady)).To(BeTrue())
 		s := &corev1.Secret{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, s)).To(Succeed())
-		key = string(s.Data[controllers.APIKeySecretKey])
+		key = string(s.Data[v1.APIKeySecretKey])
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(price), price)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(price.Status.Conditions, v1.ConditionPublished)).To(BeTrue())
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(route), route)).To(Succeed())

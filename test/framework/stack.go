@@ -187,7 +187,7 @@ func (e *Env) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.Api
 	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: a.Token.Status.SecretName}, secret); err != nil {
 		return nil, err
 	}
-	a.Key = string(secret.Data[controllers.APIKeySecretKey])
+	a.Key = string(secret.Data[v1.APIKeySecretKey])
 	return a, nil
 }
 

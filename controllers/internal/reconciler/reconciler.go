@@ -1,0 +1,145 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// Object is a kind the skeleton reconciles: its status carries conditions
+// and an observedGeneration.
+type Object interface {
+	client.Object
+	GetConditions() []metav1.Condition
+	SetConditions([]metav1.Condition)
+	SetObservedGeneration(int64)
+}
+
+// Reconciler is one kind's Reconcile: Get (NotFound = done) → finalizer →
+// the steps in order → conditions from their outcomes → one status patch,
+// deferred so that it happens whatever the steps did, and only when the
+// status changed (every write is a watch event for every gateway).
+type Reconciler[T Object] struct {
+	Client client.Client
+	// New returns an empty object of the kind.
+	New func() T
+	// Finalizer, when set, is held on live objects and removed once
+	// Finalize has cleaned up after a deleted one.
+	Finalizer string
+	Finalize  func(context.Context, T) error
+	Steps     []Step[T]
+	// ReadyMessage is Ready's message when every gating step is done.
+	ReadyMessage func(T) string
+	// MoreConditions sets conditions computed from the whole pass rather
+	// than from one step (LedgerSynced); optional.
+	MoreConditions func(conds *[]metav1.Condition, gen int64, rep Report)
+}
+
+// Reconcile runs one pass over the object named by req.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	obj := r.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		if r.Finalizer == "" {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, Finalize(ctx, r.Client, obj, r.Finalizer, func(ctx context.Context) error { return r.Finalize(ctx, obj) })
+	}
+	if r.Finalizer != "" {
+		if added, err := EnsureFinalizer(ctx, r.Client, obj, r.Finalizer); added || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := obj.DeepCopyObject().(T)
+	defer func() {
+		if perr := PatchStatusIfChanged(ctx, r.Client, before, obj); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}()
+	rep := Run(ctx, obj, r.Steps)
+	r.setStatus(obj, rep)
+	return ctrl.Result{RequeueAfter: rep.RequeueAfter}, rep.Err
+}
+
+// setStatus computes the conditions from the pass; observedGeneration moves
+// only after a clean one.
+func (r *Reconciler[T]) setStatus(obj T, rep Report) {
+	gen := obj.GetGeneration()
+	conds := obj.GetConditions()
+	SetConditions(&conds, gen, rep.Outcomes)
+	msg := "reconciled"
+	if r.ReadyMessage != nil {
+		msg = r.ReadyMessage(obj)
+	}
+	SetReady(&conds, gen, rep.Outcomes, msg)
+	if r.MoreConditions != nil {
+		r.MoreConditions(&conds, gen, rep)
+	}
+	obj.SetConditions(conds)
+	if rep.Clean() {
+		obj.SetObservedGeneration(gen)
+	}
+}
+
+// PatchStatusIfChanged writes obj's status when it differs from before's, as
+// a merge patch so a concurrent spec change is not overwritten.
+func PatchStatusIfChanged(ctx context.Context, c client.Client, before, obj client.Object) error {
+	if equality.Semantic.DeepEqual(before, obj) {
+		return nil
+	}
+	// A gone object (deleted once its finalizer went) has no status to keep.
+	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("patch status: %w", err)
+	}
+	return nil
+}
+
+// EnsureFinalizer adds finalizer to a live object that lacks it and reports
+// whether it did. The caller then ends the reconcile, as cluster-api's
+// reconcilers do: the update's own event starts the next one. Going on
+// would act on this reconcile's object while that event is still on its
+// way, and the next reconcile, woken by it, could read the cache before
+// this one's status write and repeat a side effect that this one already
+// made.
+func EnsureFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) (bool, error) {
+	if !obj.GetDeletionTimestamp().IsZero() || controllerutil.ContainsFinalizer(obj, finalizer) {
+		return false, nil
+	}
+	controllerutil.AddFinalizer(obj, finalizer)
+	if err := c.Update(ctx, obj); err != nil {
+		return false, fmt.Errorf("add finalizer: %w", err)
+	}
+	return true, nil
+}
+
+// Finalize runs cleanup for a deleted object that still holds finalizer,
+// then removes it. A failed cleanup keeps the finalizer, and the reconcile
+// is retried with backoff; cleanups are idempotent.
+func Finalize(ctx context.Context, c client.Client, obj client.Object, finalizer string, cleanup func(context.Context) error) error {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	if err := cleanup(ctx); err != nil {
+		return err
+	}
+	return RemoveFinalizer(ctx, c, obj, finalizer)
+}
+
+// RemoveFinalizer drops finalizer; a gone object is fine.
+func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
+	if !controllerutil.RemoveFinalizer(obj, finalizer) {
+		return nil
+	}
+	if err := c.Update(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
