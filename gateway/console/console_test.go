@@ -17,7 +17,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -484,51 +483,16 @@ func TestConsole(t *testing.T) {
 	t.Run("tasks and prices show the tenant's tasks and catalog", func(t *testing.T) {
 		ctx := context.Background()
 		model := "console-image-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-		route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-			Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileMultiImage,
-				Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Weight: 1, Groups: []v1.GroupName{"default"}}}}}
-		price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-			Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
-				Unit: v1.UnitRequest, UnitPrice: "0.04"}}
-		for _, o := range []client.Object{route, price} {
-			if err := stack.Client.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), o) })
-			if err := stack.WaitReady(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-			if err := stack.WaitCached(ctx, o); err != nil {
-				t.Fatal(err)
-			}
+		remove, err := stack.PublishSimulatedImage(ctx, model, "0.04")
+		if err != nil {
+			t.Fatal(err)
 		}
-		api := func(method, path, body string) map[string]any {
-			t.Helper()
-			req, _ := http.NewRequest(method, stack.BaseURL+path, strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+a.acct.Key)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var out map[string]any
-			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-				t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
-			}
-			return out
+		t.Cleanup(remove)
+		done, err := stack.CompletedImageTask(ctx, a.acct.Key, model, "a cat at a console")
+		if err != nil {
+			t.Fatal(err)
 		}
-		taskID := api("POST", "/v1/images/generations", fmt.Sprintf(`{"model":%q,"prompt":"a cat at a console"}`, model))["id"].(string)
-		var done map[string]any
-		for deadline := time.Now().Add(framework.Timeout); ; time.Sleep(100 * time.Millisecond) {
-			done = api("GET", "/v1/images/generations/"+taskID, "")
-			if done["status"] == "completed" && done["billing"].(map[string]any)["status"] == "settled" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s did not complete and settle: %v", taskID, done)
-			}
-		}
+		taskID := done["id"].(string)
 		// The console's cache may lag the API's answer by an event.
 		c := signIn(t, a)
 		var body string
@@ -561,7 +525,11 @@ func TestConsole(t *testing.T) {
 			t.Error("B's tasks page shows A's task")
 		}
 
-		catalog := api("GET", "/v1/pricing?model="+model, "")["data"].([]any)[0].(map[string]any)
+		pricing, err := stack.CallJSON(ctx, a.acct.Key, "GET", "/v1/pricing?model="+model, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		catalog := pricing["data"].([]any)[0].(map[string]any)
 		p := catalog["prices"].([]any)[0].(map[string]any)
 		body = page(t, "/console/prices", c)
 		row := fmt.Sprintf("<td>%s</td><td>%s</td><td>%s</td>", model, catalog["type"], p["group"])

@@ -7,9 +7,7 @@ package browser
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +19,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -272,50 +269,12 @@ const browserImageModel = "browser-image"
 func completedImageTask(t *testing.T, stack *framework.Stack, key string) string {
 	t.Helper()
 	ctx := context.Background()
-	route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: browserImageModel, Namespace: framework.SystemNamespace},
-		Spec: v1.ModelRouteSpec{Model: browserImageModel, Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileMultiImage,
-			Backends: []v1.Backend{{Name: "sim", Provider: "simulated", Weight: 1, Groups: []v1.GroupName{"default"}}}}}
-	price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: browserImageModel, Namespace: framework.SystemNamespace},
-		Spec: v1.PriceRuleSpec{Model: browserImageModel, ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
-			Unit: v1.UnitRequest, UnitPrice: "0.04"}}
-	for _, o := range []client.Object{route, price} {
-		if err := stack.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		if err := stack.WaitReady(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		if err := stack.WaitCached(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := stack.PublishSimulatedImage(ctx, browserImageModel, "0.04"); err != nil {
+		t.Fatal(err)
 	}
-	call := func(method, path, body string) map[string]any {
-		t.Helper()
-		req, err := http.NewRequest(method, stack.BaseURL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %v %v", method, path, resp.StatusCode, out, err)
-		}
-		return out
+	task, err := stack.CompletedImageTask(ctx, key, browserImageModel, "a lighthouse at dusk")
+	if err != nil {
+		t.Fatal(err)
 	}
-	id := call("POST", "/v1/images/generations", `{"model":"`+browserImageModel+`","prompt":"a lighthouse at dusk"}`)["id"].(string)
-	for deadline := time.Now().Add(framework.Timeout); ; time.Sleep(100 * time.Millisecond) {
-		task := call("GET", "/v1/images/generations/"+id, "")
-		if b, _ := task["billing"].(map[string]any); task["status"] == "completed" && b["status"] == "settled" {
-			return id
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s did not complete and settle: %v", id, task)
-		}
-	}
+	return task["id"].(string)
 }
