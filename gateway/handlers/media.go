@@ -23,8 +23,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
-	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -177,9 +177,12 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 	if len(plan) == 0 {
 		return nil, http.StatusServiceUnavailable, errInternal, fmt.Sprintf("no upstream serves model %q for this key's group", model)
 	}
-	if ok, wait := m.Limiter.Allow(ratelimit.Tenant(p.Tenant.Namespace), p.Tenant.Spec.RequestsPerMinute); !ok {
+	// The key's own request limit as well as the account's, as for text; a
+	// task has no token count at admission, so token limits do not apply.
+	if wait, what := rateLimited(m.Limiter, p, false); wait > 0 {
+		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
 		apierr.RetryAfter(w, wait)
-		return nil, http.StatusTooManyRequests, errRateLimited, "rate limit exceeded; retry after the time in the Retry-After header"
+		return nil, http.StatusTooManyRequests, errRateLimited, what + " rate limit exceeded; retry after the time in the Retry-After header"
 	}
 	accepted := m.Clock.Now()
 	rule, err := m.selectPrice(p.Tenant.Namespace, model, plan[0].Group,

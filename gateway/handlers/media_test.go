@@ -361,6 +361,28 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(list.Items).To(BeEmpty())
 	})
 
+	It("holds a key to its own requests-per-minute, as text does: 429 with Retry-After, no task, no charge", func() {
+		limited, err := stack.NewAccount(ctx, v1.TenantSpec{Grants: []v1.Grant{{ID: "g", Credits: credits("1000")}}},
+			v1.ApiTokenSpec{Quota: ptr.To(int64(tokenQuota)), RequestsPerMinute: 2})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(stack.WaitCached(ctx, limited.Token)).To(Succeed())
+		for range 2 {
+			code, body, _ := call("POST", "/v1/images/generations", bearer(limited.Key), map[string]any{"model": multi, "prompt": "x"})
+			Expect(code).To(Equal(200), "%v", body)
+		}
+		before := remain(limited)
+		code, body, hdr := call("POST", "/v1/images/generations", bearer(limited.Key), map[string]any{"model": multi, "prompt": "x"})
+		Expect(code).To(Equal(429), "%v", body)
+		e := body["error"].(map[string]any)
+		Expect(e["type"]).To(Equal("rate_limit_exceeded"), "the image family's own table (docs/api-choices.md)")
+		Expect(e["message"]).To(ContainSubstring("the key's requests-per-minute"))
+		Expect(hdr.Get("Retry-After")).NotTo(BeEmpty())
+		Expect(remain(limited)).To(Equal(before), "a refused submission charges nothing")
+		list := &v1.GenerationTaskList{}
+		Expect(stack.Client.List(ctx, list, client.InNamespace(limited.Namespace))).To(Succeed())
+		Expect(list.Items).To(HaveLen(2))
+	})
+
 	It("fails a task on the failure directive: error generation_failed, billing refunded, balance restored exactly", func() {
 		before := remain(acct)
 		code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": video, "prompt": "[sim:fail] a storm", "duration": 6})

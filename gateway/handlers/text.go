@@ -179,7 +179,7 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 		return c, http.StatusServiceUnavailable, "no_available_backend",
 			fmt.Sprintf("no upstream serves model %q for this key's group", req.Model)
 	}
-	if wait, what := t.rateLimited(p); wait > 0 {
+	if wait, what := rateLimited(t.Limiter, p, true); wait > 0 {
 		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
 		c.retryAfter = wait
 		return c, http.StatusTooManyRequests, "rate_limit_exceeded",
@@ -212,27 +212,6 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 		return c, http.StatusServiceUnavailable, "", "could not reserve quota; retry later"
 	}
 	return c, 0, "", ""
-}
-
-// rateLimited applies the tenant's and the key's request and token limits;
-// a positive wait names the limit that refused.
-func (t *Text) rateLimited(p *auth.Principal) (time.Duration, string) {
-	tenant, key := ratelimit.Tenant(p.Tenant.Namespace), ratelimit.Token(p.Token.Namespace, p.Token.Name)
-	if ok, wait := t.Limiter.TokensAvailable(tenant, p.Tenant.Spec.TokensPerMinute); !ok {
-		return wait, "the account's tokens-per-minute"
-	}
-	if ok, wait := t.Limiter.TokensAvailable(key, p.Token.Spec.TokensPerMinute); !ok {
-		return wait, "the key's tokens-per-minute"
-	}
-	if ok, wait := t.Limiter.Allow(tenant, p.Tenant.Spec.RequestsPerMinute); !ok {
-		return wait, "the account's requests-per-minute"
-	}
-	if p.Token.Spec.RequestsPerMinute > 0 { // the platform default is per tenant, not per key
-		if ok, wait := t.Limiter.Allow(key, p.Token.Spec.RequestsPerMinute); !ok {
-			return wait, "the key's requests-per-minute"
-		}
-	}
-	return 0, ""
 }
 
 // chargeTokenLimits counts a request's tokens against the token limits.
