@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
@@ -27,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/tasks/upstream"
+	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
@@ -97,6 +100,16 @@ type GenerationTaskReconciler struct {
 	Webhooks webhook.Sender
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
+	// Copier copies URL assets under private asset review into the blob
+	// store before the review service sees them; nil copies into Blobs
+	// through the guarded dialer (assetcopy.Copier).
+	Copier AssetCopier
+}
+
+// AssetCopier stores a copy of a review asset fetched from its URL; a
+// *assetcopy.Refusal is the asset's fault (the task fails, no fee).
+type AssetCopier interface {
+	Copy(ctx context.Context, typ, rawURL, keyBase string) (uploads.Object, error)
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks,verbs=get;list;watch;create;update;patch;delete
@@ -280,12 +293,17 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 	wait, all := maxPoll, true
 	for i := range round.Assets {
 		a := &round.Assets[i]
-		state, again, err := r.prepareAsset(ctx, svc, b, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
+		state, again, refusal, _, err := r.prepareAsset(ctx, svc, b, t.Namespace, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
 			Type: a.Type, Key: a.URL, BlobKey: blobKeyOf(sub, a.URL)}, now)
 		if err != nil {
 			return false, ctrl.Result{}, err
 		}
 		a.State = state
+		if refusal != "" {
+			round.Outcome = reviewRejected
+			return false, ctrl.Result{}, r.fail(ctx, t, now,
+				fmt.Sprintf("private asset review could not use the %s asset %s: %s; no video generation fee is charged", a.Type, a.URL, refusal))
+		}
 		if state == reviewRejected {
 			round.Outcome = reviewRejected
 			return false, ctrl.Result{}, r.fail(ctx, t, now,
@@ -307,30 +325,65 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 	return false, ctrl.Result{RequeueAfter: roundUp(min(wait, round.Deadline.Sub(now)))}, nil
 }
 
-// prepareAsset looks up or starts the asset's shared preparation, asks the
-// review service to decide it while pending, and returns its state and, when
-// still pending, when to look again.
-func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc tasks.ReviewService, b *v1.Backend,
-	a store.ReviewAsset, now time.Time) (string, time.Duration, error) {
+// prepareAsset looks up or starts the asset's shared preparation, copies a
+// URL asset into the blob store while it has no copy (rule 4: the bytes are
+// checked, not the URL), asks the review service to decide it while
+// pending, and returns its state and, when still pending, when to look
+// again. refusal is why the asset cannot be used (the task fails).
+func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc tasks.ReviewService, b *v1.Backend, namespace string,
+	a store.ReviewAsset, now time.Time) (state string, wait time.Duration, refusal, copyKey string, err error) {
 	rec, err := r.Ledger.PrepareReviewAsset(ctx, a, now)
 	if err != nil {
-		return "", 0, fmt.Errorf("prepare review asset: %w", err)
+		return "", 0, "", "", fmt.Errorf("prepare review asset: %w", err)
+	}
+	if rec.State == store.ReviewPending && rec.BlobKey == "" && !strings.HasPrefix(rec.Key, media.InlineKeyPrefix) {
+		obj, err := r.copier().Copy(ctx, rec.Type, rec.Key, assetcopy.Key(namespace, rec.Type, rec.Key))
+		if ref, ok := errors.AsType[*assetcopy.Refusal](err); ok {
+			// Not recorded as a decision: the URL may serve a usable file
+			// later, and the next request prepares it again.
+			return store.ReviewRejected, 0, ref.Message, "", nil
+		}
+		if err != nil {
+			return "", 0, "", "", fmt.Errorf("copy review asset: %w", err)
+		}
+		rec.BlobKey = obj.Key
+		if rec, err = r.Ledger.PrepareReviewAsset(ctx, rec, now); err != nil {
+			return "", 0, "", "", fmt.Errorf("record review asset copy: %w", err)
+		}
 	}
 	if rec.State != store.ReviewPending {
-		return rec.State, 0, nil
+		return rec.State, 0, "", rec.BlobKey, nil
 	}
-	state, wait, err := svc.Decide(ctx, b, rec, now)
+	state, wait, err = svc.Decide(ctx, b, rec, now)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "asset review service", "backend", b.Name)
-		return store.ReviewPending, minPoll * 4, nil
+		return store.ReviewPending, minPoll * 4, "", rec.BlobKey, nil
 	}
 	if state == store.ReviewPending {
-		return state, max(wait, minPoll), nil
+		return state, max(wait, minPoll), "", rec.BlobKey, nil
 	}
 	if rec, err = r.Ledger.DecideReviewAsset(ctx, rec, state, now); err != nil {
-		return "", 0, fmt.Errorf("record review decision: %w", err)
+		return "", 0, "", "", fmt.Errorf("record review decision: %w", err)
 	}
-	return rec.State, 0, nil
+	return rec.State, 0, "", rec.BlobKey, nil
+}
+
+func (r *GenerationTaskReconciler) copier() AssetCopier {
+	if r.Copier != nil {
+		return r.Copier
+	}
+	if r.Blobs == nil {
+		return noCopier{}
+	}
+	return &assetcopy.Copier{Blobs: r.Blobs}
+}
+
+// noCopier fails every copy: without a blob store a URL asset cannot be
+// prepared, which is the platform's fault (retried), not the client's.
+type noCopier struct{}
+
+func (noCopier) Copy(context.Context, string, string, string) (uploads.Object, error) {
+	return uploads.Object{}, errors.New("no blob store is configured for review asset copies")
 }
 
 // blobKeyOf is where the gateway stored an inline review asset ("" for URLs).

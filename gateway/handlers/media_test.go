@@ -29,6 +29,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -456,8 +457,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			}, framework.Timeout, framework.Interval).Should(Succeed())
 			return id
 		}
-		ok := submitVideo("https://cdn.example/cat.png")
-		bad := submitVideo("https://cdn.example/reject.png")
+		ok := submitVideo(cdn + "/cat.png")
+		bad := submitVideo(cdn + "/reject.png")
 		done := await(acct, "videos", ok)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		failed := await(acct, "videos", bad)
@@ -468,7 +469,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: tasks.ObjectName(ok)}, task)).To(Succeed())
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "https://cdn.example/cat.png",
+		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: cdn + "/cat.png",
 			Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 50000)) // only the passed one: 2 s × 0.05 USD
 	})
@@ -633,8 +634,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		model := reviewedUpstreamVideoRoute(up, perSecond("0.05", false), perSecond("0.08", true))
 		body := map[string]any{"model": model, "private_asset_review": true, "duration": 2,
 			"prompt":           "image 1 moving like video 1",
-			"reference_images": []string{"https://cdn.example/still.png"},
-			"video_with_roles": []map[string]any{{"url": "https://cdn.example/clip.mp4", "role": "reference_video"}}}
+			"reference_images": []string{cdn + "/still.png"},
+			"video_with_roles": []map[string]any{{"url": cdn + "/clip.mp4", "role": "reference_video"}}}
 		before := remain(acct)
 		id := submitted(acct, body)
 		By("2 s at 0.08 USD, the price with video input, are reserved")
@@ -649,8 +650,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/still.png", Type: "image", Role: "reference_image", State: "passed"},
-			{URL: "https://cdn.example/clip.mp4", Type: "video", Role: "reference_video", State: "passed"},
+			{URL: cdn + "/still.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: cdn + "/clip.mp4", Type: "video", Role: "reference_video", State: "passed"},
 		}))
 
 		By("and the upstream got it")
@@ -661,22 +662,22 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			VideoList       []any                        `json:"video_list"`
 		}
 		Expect(json.Unmarshal(up.Requests()[0].Body, &sent)).To(Succeed())
-		Expect(sent.ReferenceImages).To(Equal([]string{"https://cdn.example/still.png"}))
-		Expect(sent.VideoWithRoles).To(Equal([]struct{ URL, Role string }{{URL: "https://cdn.example/clip.mp4", Role: "reference_video"}}))
+		Expect(sent.ReferenceImages).To(Equal([]string{cdn + "/still.png"}))
+		Expect(sent.VideoWithRoles).To(Equal([]struct{ URL, Role string }{{URL: cdn + "/clip.mp4", Role: "reference_video"}}))
 		Expect(sent.VideoList).To(BeEmpty(), "video_list is outside review scope: the reviewed video stays in video_with_roles")
 
 		By("a rejected video fails the task before generation, without a fee")
 		before = remain(acct)
-		body["video_with_roles"] = []map[string]any{{"url": "https://cdn.example/reject.mp4"}} // role reference_video by default
+		body["video_with_roles"] = []map[string]any{{"url": cdn + "/reject.mp4"}} // role reference_video by default
 		failed := await(acct, "videos", submitted(acct, body))
 		Expect(failed["status"]).To(Equal("failed"))
-		Expect(failed["error"].(map[string]any)["message"]).To(ContainSubstring("rejected the video asset https://cdn.example/reject.mp4"))
+		Expect(failed["error"].(map[string]any)["message"]).To(ContainSubstring("rejected the video asset " + cdn + "/reject.mp4"))
 		Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
 		Expect(up.Submissions()).To(Equal(1), "nothing was submitted upstream")
 		Expect(remain(acct)).To(Equal(before))
 
 		By("a video_with_roles item with another role is refused, naming the field and the role")
-		body["video_with_roles"] = []map[string]any{{"url": "https://cdn.example/clip.mp4", "role": "first_frame"}}
+		body["video_with_roles"] = []map[string]any{{"url": cdn + "/clip.mp4", "role": "first_frame"}}
 		Expect(refused(acct, body)).To(Equal(`video_with_roles[0].role must be one of reference_video (got "first_frame")`))
 		Expect(remain(acct)).To(Equal(before), "a refused request reserves nothing")
 	})
@@ -684,8 +685,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 	It("accepts image_with_roles items with role reference_image, reviewed or not, but not mixed with frames", func() {
 		reviewed := reviewedVideoRoute("image-roles")
 		images := []map[string]any{
-			{"url": "https://cdn.example/look.png", "role": "reference_image"},
-			{"url": "https://cdn.example/pose.png", "role": "reference_image"},
+			{"url": cdn + "/look.png", "role": "reference_image"},
+			{"url": cdn + "/pose.png", "role": "reference_image"},
 		}
 		before := remain(acct)
 		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2,
@@ -696,12 +697,12 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/look.png", Type: "image", Role: "reference_image", State: "passed"},
-			{URL: "https://cdn.example/pose.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: cdn + "/look.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: cdn + "/pose.png", Type: "image", Role: "reference_image", State: "passed"},
 		}))
 		var req map[string]any
 		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
-		Expect(req["reference_images"]).To(Equal([]any{"https://cdn.example/look.png", "https://cdn.example/pose.png"}),
+		Expect(req["reference_images"]).To(Equal([]any{cdn + "/look.png", cdn + "/pose.png"}),
 			"reference images travel in the model's own field")
 		Expect(req).NotTo(HaveKey("image_with_roles"))
 
@@ -714,7 +715,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 
 		By("reference images cannot be mixed with a first frame")
 		msg := refused(acct, map[string]any{"model": reviewed, "private_asset_review": true, "image_with_roles": []map[string]any{
-			{"url": "https://cdn.example/start.png", "role": "first_frame"}, {"url": "https://cdn.example/look.png", "role": "reference_image"}}})
+			{"url": cdn + "/start.png", "role": "first_frame"}, {"url": cdn + "/look.png", "role": "reference_image"}}})
 		Expect(msg).To(ContainSubstring(media.MixedFramesMessage))
 		Expect(remain(acct)).To(Equal(before - 100000))
 	})
@@ -724,33 +725,75 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		before := remain(acct)
 		By("reference_images before image_urls: the second field is neither reviewed (it would be rejected) nor sent")
 		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1",
-			"reference_images": []string{"https://cdn.example/first.png"},
-			"image_urls":       []string{"https://cdn.example/reject-second.png"}})
+			"reference_images": []string{cdn + "/first.png"},
+			"image_urls":       []string{cdn + "/reject-second.png"}})
 		done := await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/first.png", Type: "image", Role: "reference_image", State: "passed"}}))
+			{URL: cdn + "/first.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		var req map[string]any
 		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
-		Expect(req["reference_images"]).To(Equal([]any{"https://cdn.example/first.png"}))
+		Expect(req["reference_images"]).To(Equal([]any{cdn + "/first.png"}))
 		Expect(req).NotTo(HaveKey("image_urls"))
 
 		By("image_with_roles before reference_images")
 		id = submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1",
-			"image_with_roles": []map[string]any{{"url": "https://cdn.example/chosen.png", "role": "reference_image"}},
-			"reference_images": []string{"https://cdn.example/reject-ignored.png"}})
+			"image_with_roles": []map[string]any{{"url": cdn + "/chosen.png", "role": "reference_image"}},
+			"reference_images": []string{cdn + "/reject-ignored.png"}})
 		done = await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		Expect(taskObject(acct, id).Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/chosen.png", Type: "image", Role: "reference_image", State: "passed"}}))
+			{URL: cdn + "/chosen.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 100000))
 
 		By("the model's own rule still refuses frames next to another image field")
 		msg := refused(acct, map[string]any{"model": reviewed, "private_asset_review": true,
-			"image_with_roles": []map[string]any{{"url": "https://cdn.example/start.png", "role": "first_frame"}},
-			"image_urls":       []string{"https://cdn.example/other.png"}})
+			"image_with_roles": []map[string]any{{"url": cdn + "/start.png", "role": "first_frame"}},
+			"image_urls":       []string{cdn + "/other.png"}})
 		Expect(msg).To(ContainSubstring(media.MixedFramesMessage))
+	})
+
+	It("copies URL assets under review and fails an empty, mistyped or oversized one without a fee", func() {
+		reviewed := reviewedVideoRoute("url-copies")
+		before := remain(acct)
+		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1, video 1",
+			"reference_images": []string{cdn + "/look.png"},
+			"video_with_roles": []map[string]any{{"url": cdn + "/clip.mp4"}}})
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(remain(acct)).To(Equal(before - 50000))
+
+		By("each URL asset was stored by the review, typed by its bytes")
+		for _, c := range []struct{ typ, url, ext string }{{"image", cdn + "/look.png", ".png"}, {"video", cdn + "/clip.mp4", ".mp4"}} {
+			r, err := stack.Blobs.Open(ctx, assetcopy.Key(acct.Namespace, c.typ, c.url)+c.ext)
+			Expect(err).NotTo(HaveOccurred(), c.url)
+			Expect(r.Close()).To(Succeed())
+		}
+
+		for _, c := range []struct{ field, url, message string }{
+			{"reference_images", cdn + "/empty.png", "the image asset is empty"},
+			{"reference_images", cdn + "/fake.png", "the image asset is not a supported image (JPEG, PNG, WebP or GIF)"},
+			{"reference_images", cdn + "/huge.png", "the image asset is larger than 20 MiB, the private asset review limit"},
+			{"audio_with_roles", cdn + "/fake.mp3", "the audio asset is not a supported audio (MP3, WAV or M4A)"},
+			{"video_with_roles", cdn + "/look.png", "the video asset is not a supported video (MP4, MOV or WebM)"},
+			{"reference_images", cdn + "/missing.gif", "the image asset could not be downloaded: HTTP 404"},
+		} {
+			By(c.url)
+			var value any = []string{c.url}
+			if c.field != "reference_images" {
+				value = []map[string]any{{"url": c.url}}
+			}
+			failed := await(acct, "videos", submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true,
+				"duration": 2, "prompt": "refused", c.field: value}))
+			Expect(failed["status"]).To(Equal("failed"))
+			e := failed["error"].(map[string]any)
+			Expect(e["code"]).To(Equal("generation_failed"))
+			Expect(e["message"]).To(ContainSubstring(c.message))
+			Expect(e["message"]).To(ContainSubstring("no video generation fee is charged"))
+			Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+			Expect(remain(acct)).To(Equal(before-50000), "nothing is charged")
+		}
 	})
 
 	It("bills a token-priced image model by the usage it reports, and shows that usage", func() {
