@@ -68,7 +68,7 @@ const (
 type TaskLedger interface {
 	Settle(ctx context.Context, requestID string, actual billing.Quota) error
 	Refund(ctx context.Context, requestID string) error
-	InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error)
+	RecordTaskUsage(ctx context.Context, row store.UsageRow) (bool, error)
 	UpsertTask(ctx context.Context, rec store.TaskRecord) error
 	PrepareReviewAsset(ctx context.Context, a store.ReviewAsset, now time.Time) (store.ReviewAsset, error)
 	DecideReviewAsset(ctx context.Context, a store.ReviewAsset, state string, now time.Time) (store.ReviewAsset, error)
@@ -146,6 +146,9 @@ func (r *GenerationTaskReconciler) reconcile(ctx context.Context, t *v1.Generati
 		t.Status.Billing = &v1.TaskBilling{Status: v1.BillingPending}
 		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, false, ReasonTaskInFlight, "the task is queued")
 		t.Status.ObservedGeneration = t.Generation
+		if err := r.preConsumed(ctx, t); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, r.archive(ctx, t) // the status change wakes us again
 	}
 	sub, err := tasks.SubmissionOf(t)
@@ -522,7 +525,7 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 			row.PromptTokens, row.CompletionTokens = p.usage.InputTokens, p.usage.OutputTokens
 			row.ReportedTotalTokens = ptr.To(p.usage.TotalTokens)
 		}
-		if _, err := r.Ledger.InsertUsage(ctx, []store.UsageRow{row}); err != nil {
+		if _, err := r.Ledger.RecordTaskUsage(ctx, row); err != nil {
 			return fmt.Errorf("usage row: %w", err)
 		}
 	}
@@ -530,6 +533,23 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 	st.Phase, st.Progress, st.Result, st.Error = v1.TaskCompleted, 100, p.result, nil
 	st.CompletedAt, st.ExpiresAt, st.NextPollAt = &done, &expires, nil
 	recorder{r.Events}.normal(t, v1.EventTaskCompleted, "Settle", "task %s completed", t.Spec.TaskID)
+	return nil
+}
+
+// preConsumed lists the task's held reservation as a pre_consumed usage
+// row while it runs (dated at acceptance, the reservation's quota). The
+// settled row replaces it; a refund removes it (store.Refund).
+func (r *GenerationTaskReconciler) preConsumed(ctx context.Context, t *v1.GenerationTask) error {
+	sub, err := tasks.SubmissionOf(t)
+	if err != nil {
+		return nil // failed on the next pass, which refunds
+	}
+	row := store.UsageRow{RequestID: t.Spec.RequestID, CreatedAt: time.UnixMilli(sub.AcceptedAt).Unix(),
+		UserID: t.Spec.UserID, TokenID: t.Spec.TokenID, TokenName: sub.TokenDisplay, ModelName: string(t.Spec.Model),
+		TaskID: t.Spec.TaskID, BillingPhase: store.PhasePreConsumed, Quota: billing.Quota(t.Spec.ReservedQuota)}
+	if _, err := r.Ledger.RecordTaskUsage(ctx, row); err != nil {
+		return fmt.Errorf("pre-consumed usage row: %w", err)
+	}
 	return nil
 }
 

@@ -379,6 +379,40 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(remain(acct)).To(Equal(before))
 	})
 
+	It("lists a running task's held reservation as pre_consumed, then the settled charge in its place", func() {
+		code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key),
+			map[string]any{"model": video, "prompt": "slow waves [sim:delay=3s]", "duration": 4})
+		Expect(code).To(Equal(200), "%v", sub)
+		id := sub["id"].(string)
+		rowOf := func(g Gomega) map[string]any {
+			for _, r := range usageRows(acct) {
+				if r["task_id"] == id {
+					return r
+				}
+			}
+			return nil
+		}
+		var held map[string]any
+		Eventually(func(g Gomega) {
+			held = rowOf(g)
+			g.Expect(held).NotTo(BeNil())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(held).To(And(HaveKeyWithValue("billing_phase", "pre_consumed"), HaveKeyWithValue("quota", json.Number("100000")),
+			HaveKeyWithValue("cost_usd", "0.2"), HaveKeyWithValue("model_name", video)))
+		Expect(await(acct, "videos", id)["status"]).To(Equal("completed"))
+		settled := rowOf(Default)
+		Expect(settled).To(And(HaveKeyWithValue("billing_phase", "settled"), HaveKeyWithValue("quota", json.Number("100000")),
+			HaveKeyWithValue("log_id", held["log_id"])))
+
+		By("a failed task's reservation leaves the list with its refund")
+		code, sub, _ = call("POST", "/v1/videos/generations", bearer(acct.Key),
+			map[string]any{"model": video, "prompt": "doomed [sim:fail] [sim:delay=1s]", "duration": 2})
+		Expect(code).To(Equal(200), "%v", sub)
+		id = sub["id"].(string)
+		Expect(await(acct, "videos", id)["status"]).To(Equal("failed"))
+		Expect(rowOf(Default)).To(BeNil())
+	})
+
 	It("runs a video task with a model-decided duration: reserves 30 s, settles the 5 s produced, serves the animation", func() {
 		before := remain(acct)
 		code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key),
