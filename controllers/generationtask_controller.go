@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -294,9 +296,10 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 	}
 	channel := tasks.ReviewChannel(route.Namespace, route.Name, b.Name)
 	wait, all := maxPoll, true
+	copies := map[string][]string{} // asset type → stored copies
 	for i := range round.Assets {
 		a := &round.Assets[i]
-		state, again, refusal, _, err := r.prepareAsset(ctx, svc, b, t.Namespace, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
+		state, again, refusal, copyKey, err := r.prepareAsset(ctx, svc, b, t.Namespace, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
 			Type: a.Type, Key: a.URL, BlobKey: blobKeyOf(sub, a.URL)}, now)
 		if err != nil {
 			return false, ctrl.Result{}, err
@@ -307,6 +310,7 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 			return false, ctrl.Result{}, r.fail(ctx, t, now,
 				fmt.Sprintf("private asset review could not use the %s asset %s: %s; no video generation fee is charged", a.Type, a.URL, refusal))
 		}
+		copies[a.Type] = append(copies[a.Type], copyKey)
 		if state == reviewRejected {
 			round.Outcome = reviewRejected
 			return false, ctrl.Result{}, r.fail(ctx, t, now,
@@ -315,6 +319,13 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 		if state != reviewPassed {
 			all, wait = false, min(wait, again)
 		}
+	}
+	if msg, err := r.referenceTotals(ctx, copies); err != nil || msg != "" {
+		if err != nil {
+			return false, ctrl.Result{}, err
+		}
+		round.Outcome = reviewRejected
+		return false, ctrl.Result{}, r.fail(ctx, t, now, msg+"; no video generation fee is charged")
 	}
 	if all {
 		round.Outcome = reviewPassed
@@ -369,6 +380,48 @@ func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc tasks.R
 		return "", 0, "", "", fmt.Errorf("record review decision: %w", err)
 	}
 	return rec.State, 0, "", rec.BlobKey, nil
+}
+
+// reviewFields name the request field of each reviewed media type.
+var reviewFields = map[string]string{"video": "video_with_roles", "audio": "audio_with_roles"}
+
+// referenceTotals applies the model's limit of 15 seconds in total to the
+// reviewed reference videos and to the reviewed audio, with durations read
+// from the stored copies' headers (what a client declares is not trusted).
+// It answers the refusal message, or "" while within the limit or while a
+// copy is still missing (an asset stored before copies were made).
+func (r *GenerationTaskReconciler) referenceTotals(ctx context.Context, copies map[string][]string) (string, error) {
+	for _, typ := range []string{"video", "audio"} {
+		var total time.Duration
+		for _, key := range copies[typ] {
+			if key == "" || r.Blobs == nil {
+				return "", nil
+			}
+			d, err := r.durationOf(ctx, key)
+			if errors.Is(err, mediaduration.ErrUnknown) {
+				return fmt.Sprintf("private asset review could not read the duration of a %s asset: %v", typ, err), nil
+			}
+			if err != nil {
+				return "", err
+			}
+			total += d
+		}
+		if total > media.VideoMaxRefSeconds*time.Second {
+			return fmt.Sprintf("%s durations must total at most %d seconds (got %s, read from the files)",
+				reviewFields[typ], media.VideoMaxRefSeconds, strconv.FormatFloat(total.Seconds(), 'f', -1, 64)+" s"), nil
+		}
+	}
+	return "", nil
+}
+
+// durationOf probes a stored copy: only its container headers are read.
+func (r *GenerationTaskReconciler) durationOf(ctx context.Context, key string) (time.Duration, error) {
+	rd, err := r.Blobs.Open(ctx, key)
+	if err != nil {
+		return 0, fmt.Errorf("open review asset copy: %w", err)
+	}
+	defer func() { _ = rd.Close() }()
+	return mediaduration.Of(rd, rd.Size(), rd.ContentType())
 }
 
 func (r *GenerationTaskReconciler) copier() AssetCopier {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/modelgate/modelgate/gateway/uploads/uploadstest"
@@ -14,7 +15,8 @@ import (
 // review assets (the stack's guard allows loopback). A file's content
 // follows its name: the extension gives the type; "empty" serves nothing,
 // "fake" serves HTML whatever the extension, "huge" an image just over the
-// 20 MiB review cap without a Content-Length.
+// 20 MiB review cap without a Content-Length. A video named "<n>s.mp4"
+// lasts n seconds.
 var assets = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	name := path.Base(r.URL.Path)
 	switch {
@@ -30,8 +32,12 @@ var assets = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *
 	switch path.Ext(name) {
 	case ".png":
 		_, _ = w.Write(uploadstest.PNG(8, 8))
-	case ".mp4":
-		_, _ = w.Write(uploadstest.MP4("isom", 256))
+	case ".mp4": // "<seconds>s.mp4" lasts that long, anything else 2 s
+		secs, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(name, ".mp4"), "s"), 64)
+		if err != nil {
+			secs = 2
+		}
+		_, _ = w.Write(uploadstest.Movie("isom", secs, 256, true))
 	case ".mp3":
 		_, _ = w.Write(uploadstest.MP3(8))
 	case ".wav":

@@ -830,6 +830,26 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		}
 	})
 
+	It("sums reviewed reference durations from the files, not from what the client declares", func() {
+		reviewed := reviewedVideoRoute("probed-durations")
+		before := remain(acct)
+		By("two videos declared as 1 s each but 9 s and 8 s long")
+		failed := await(acct, "videos", submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true,
+			"duration": 2, "prompt": "video 1 then video 2", "video_with_roles": []map[string]any{
+				{"url": cdn + "/9s.mp4", "duration": 1}, {"url": cdn + "/8s.mp4", "duration": 1}}}))
+		Expect(failed["status"]).To(Equal("failed"))
+		Expect(failed["error"].(map[string]any)["message"]).To(Equal(
+			"video_with_roles durations must total at most 15 seconds (got 17 s, read from the files); no video generation fee is charged"))
+		Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+		Expect(remain(acct)).To(Equal(before))
+
+		By("within 15 s in total the task runs, whatever was declared")
+		done := await(acct, "videos", submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true,
+			"duration": 2, "prompt": "video 1 then video 2", "video_with_roles": []map[string]any{
+				{"url": cdn + "/9s.mp4"}, {"url": cdn + "/6s.mp4", "duration": 14}}}))
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+	})
+
 	It("bills a token-priced image model by the usage it reports, and shows that usage", func() {
 		model := mediaRoute("tokens", v1.ModelTypeImage, v1.ProfileMultiImage, v1.PriceRuleSpec{ChargeType: v1.ChargePerToken,
 			PriceBasis: v1.BasisTextInputTokens, Unit: v1.Unit1MTokens, UnitPrice: "4",
