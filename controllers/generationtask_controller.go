@@ -49,6 +49,9 @@ const (
 	ResultValidity = 24 * time.Hour
 	// CodeGenerationFailed is the error code of a failed task.
 	CodeGenerationFailed = "generation_failed"
+	// CodeContentPolicy is the error code of a task an upstream refused
+	// for policy reasons (the image task error table's 422 type).
+	CodeContentPolicy = "content_policy_violation"
 	// CodeDeleted is the error code of a task deleted before it finished.
 	CodeDeleted = "deleted"
 
@@ -641,6 +644,11 @@ func refundedBilling() *v1.TaskBilling {
 
 // fail refunds the reservation (nothing was produced) and marks the task failed.
 func (r *GenerationTaskReconciler) fail(ctx context.Context, t *v1.GenerationTask, now time.Time, message string) error {
+	return r.failWith(ctx, t, now, CodeGenerationFailed, message)
+}
+
+// failWith is fail with an error code.
+func (r *GenerationTaskReconciler) failWith(ctx context.Context, t *v1.GenerationTask, now time.Time, code, message string) error {
 	switch err := r.Ledger.Refund(ctx, t.Spec.RequestID); {
 	case errors.Is(err, store.ErrReservationClosed), errors.Is(err, store.ErrNotFound):
 		// Settled already (cannot happen before output) or never reserved.
@@ -651,7 +659,7 @@ func (r *GenerationTaskReconciler) fail(ctx context.Context, t *v1.GenerationTas
 	done := metav1.NewTime(now)
 	st := &t.Status
 	st.Phase, st.Progress, st.Result, st.NextPollAt = v1.TaskFailed, 0, nil, nil
-	st.Error = &v1.TaskError{Code: CodeGenerationFailed, Message: message}
+	st.Error = &v1.TaskError{Code: code, Message: message}
 	st.Billing, st.CompletedAt, st.ExpiresAt = refundedBilling(), &done, nil
 	recorder{r.Events}.warning(t, v1.EventTaskFailed, "Refund", "task %s failed and was refunded: %s", t.Spec.TaskID, message)
 	return nil

@@ -657,6 +657,39 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(served).To(Equal(frame))
 	})
 
+	It("fails a task an upstream refuses for policy reasons with content_policy_violation, without a fee", func() {
+		up := fakeupstream.NewTaskAPI()
+		DeferCleanup(up.Close)
+		model := reviewedUpstreamVideoRoute(up, v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds,
+			Unit: v1.UnitSecond, UnitPrice: "0.05"})
+		body := map[string]any{"model": model, "duration": 2, "prompt": "something the upstream will not draw"}
+		before := remain(acct)
+		for _, c := range []struct {
+			name    string
+			setup   func()
+			code    string
+			message string
+		}{
+			{"a 422 refusal of the submission", func() {
+				up.FailSubmits(fakeupstream.SubmitFailure{Status: 422, Message: "the prompt violates the content policy"})
+			}, "content_policy_violation", "the upstream rejected the request: the prompt violates the content policy"},
+			{"a policy failure after the upstream accepted the task", func() {
+				up.SetPlan(fakeupstream.TaskPlan{Polls: 1, Fail: "the output was blocked by moderation", FailCode: "content_policy_violation"})
+			}, "content_policy_violation", "the output was blocked by moderation"},
+			{"any other failure", func() {
+				up.SetPlan(fakeupstream.TaskPlan{Polls: 1, Fail: "the renderer crashed"})
+			}, "generation_failed", "the renderer crashed"},
+		} {
+			By(c.name)
+			c.setup()
+			failed := await(acct, "videos", submitted(acct, body))
+			Expect(failed["status"]).To(Equal("failed"))
+			Expect(failed["error"]).To(Equal(map[string]any{"code": c.code, "message": c.message}))
+			Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+			Expect(remain(acct)).To(Equal(before))
+		}
+	})
+
 	It("reviews and forwards video_with_roles, and bills the request at the price with video input", func() {
 		up := fakeupstream.NewTaskAPI()
 		DeferCleanup(up.Close)
