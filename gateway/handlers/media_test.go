@@ -883,6 +883,45 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 	})
 
+	It("reads the durations of uploaded reference videos and audio from their bytes at submission", func() {
+		model := mediaRoute("uploaded-durations", v1.ModelTypeVideo, v1.ProfileAllInOneVideo, v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond,
+			PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05", InputUnitPrice: credits("0.01")})
+		upload := func(path, name string, data []byte) string {
+			code, body := postMultipart(path, acct.Key, filePart(name, "application/octet-stream", data))
+			Expect(code).To(Equal(200), "%v", body)
+			return body["data"].(map[string]any)["url"].(string)
+		}
+		nine := upload("/v1/uploads/videos", "nine.mp4", uploadstest.Movie("isom", 9, 1024, true))
+		eight := upload("/v1/uploads/videos", "eight.webm", uploadstest.WebMMovie(8, 1024))
+		long := upload("/v1/uploads/audios", "long.wav", uploadstest.WAV(8000*16))
+		before := remain(acct)
+
+		By("two uploaded videos declared as 1 s each are 17 s long")
+		var msg string
+		Eventually(func(g Gomega) { // until the gateway's cache has the route
+			code, resp, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": model, "duration": 2,
+				"video_list": []map[string]any{{"video_url": nine, "duration": 1}, {"video_url": eight, "duration": 1}}})
+			g.Expect(code).To(Equal(400), "%v", resp)
+			msg = resp["error"].(map[string]any)["message"].(string)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(msg).To(Equal("video_list durations must total at most 15 seconds (got 17 s, read from the uploaded files)"))
+
+		By("an uploaded audio of 16 s declared as 2 s")
+		code, resp, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": model, "duration": 2,
+			"prompt": "audio 1", "audio_with_roles": []map[string]any{{"url": long, "duration": 2}}})
+		Expect(code).To(Equal(400), "%v", resp)
+		Expect(resp["error"].(map[string]any)["message"]).To(Equal(
+			"audio_with_roles durations must total at most 15 seconds (got 16 s, read from the uploaded files)"))
+		Expect(remain(acct)).To(Equal(before), "a refused request reserves nothing")
+
+		By("the input video seconds billed are the file's 9 s, not the 1 s declared: 2 × 0.05 + 9 × 0.01 USD")
+		id := submitted(acct, map[string]any{"model": model, "duration": 2, "video_list": []map[string]any{{"video_url": nine, "duration": 1}}})
+		Expect(remain(acct)).To(Equal(before - 95000))
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "38", "cost_usd": "0.19"}))
+	})
+
 	It("bills a token-priced image model by the usage it reports, and shows that usage", func() {
 		model := mediaRoute("tokens", v1.ModelTypeImage, v1.ProfileMultiImage, v1.PriceRuleSpec{ChargeType: v1.ChargePerToken,
 			PriceBasis: v1.BasisTextInputTokens, Unit: v1.Unit1MTokens, UnitPrice: "4",
