@@ -121,15 +121,24 @@ func M4A(payload int) []byte {
 // media data; brand "qt  " makes it a QuickTime movie (MOV).
 func MP4(brand string, payload int) []byte {
 	var b bytes.Buffer
-	be := func(v any) { _ = binary.Write(&b, binary.BigEndian, v) }
-	be(uint32(24))
+	ftyp(&b, brand)
+	mdat(&b, payload)
+	return b.Bytes()
+}
+
+// ftyp writes an "ftyp" box of a major brand, compatible with mp41.
+func ftyp(b *bytes.Buffer, brand string) {
+	_ = binary.Write(b, binary.BigEndian, uint32(24))
 	b.WriteString("ftyp" + brand)
-	be(uint32(0x200))
+	_ = binary.Write(b, binary.BigEndian, uint32(0x200))
 	b.WriteString(brand + "mp41")
-	be(uint32(8 + payload))
+}
+
+// mdat writes an "mdat" box of payload zero bytes.
+func mdat(b *bytes.Buffer, payload int) {
+	_ = binary.Write(b, binary.BigEndian, uint32(8+payload))
 	b.WriteString("mdat")
 	b.Write(make([]byte, payload))
-	return b.Bytes()
 }
 
 // WebM is an EBML header with the "webm" doc type and a Segment element of
@@ -170,10 +179,7 @@ func (zeros) Read(p []byte) (int, error) {
 func Movie(brand string, seconds float64, payload int, moovLast bool) []byte {
 	var b bytes.Buffer
 	be := func(v any) { _ = binary.Write(&b, binary.BigEndian, v) }
-	be(uint32(24))
-	b.WriteString("ftyp" + brand)
-	be(uint32(0x200))
-	b.WriteString(brand + "mp41")
+	ftyp(&b, brand)
 	moov := func() {
 		be(uint32(8 + 8 + 100))
 		b.WriteString("moov")
@@ -187,9 +193,7 @@ func Movie(brand string, seconds float64, payload int, moovLast bool) []byte {
 	if !moovLast {
 		moov()
 	}
-	be(uint32(8 + payload))
-	b.WriteString("mdat")
-	b.Write(make([]byte, payload))
+	mdat(&b, payload)
 	if moovLast {
 		moov()
 	}
