@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,11 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/webhook"
 )
@@ -36,6 +42,9 @@ const (
 	ResultValidity = 24 * time.Hour
 	// CodeGenerationFailed is the error code of a failed task.
 	CodeGenerationFailed = "generation_failed"
+	// CodeContentPolicy is the error code of a task an upstream refused
+	// for policy reasons (the image task error table's 422 type).
+	CodeContentPolicy = "content_policy_violation"
 	// CodeDeleted is the error code of a task deleted before it finished.
 	CodeDeleted = "deleted"
 
@@ -51,7 +60,7 @@ const (
 type TaskLedger interface {
 	Settle(ctx context.Context, requestID string, actual billing.Quota) error
 	Refund(ctx context.Context, requestID string) error
-	InsertUsage(ctx context.Context, rows []store.UsageRow) (int, error)
+	RecordTaskUsage(ctx context.Context, row store.UsageRow) (bool, error)
 	UpsertTask(ctx context.Context, rec store.TaskRecord) error
 	PrepareReviewAsset(ctx context.Context, a store.ReviewAsset, now time.Time) (store.ReviewAsset, error)
 	DecideReviewAsset(ctx context.Context, a store.ReviewAsset, state string, now time.Time) (store.ReviewAsset, error)
@@ -82,6 +91,16 @@ type GenerationTaskReconciler struct {
 	Webhooks webhook.Sender
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
+	// Copier copies URL assets under private asset review into the blob
+	// store before the review service sees them; nil copies into Blobs
+	// through the guarded dialer (assetcopy.Copier).
+	Copier AssetCopier
+}
+
+// AssetCopier stores a copy of a review asset fetched from its URL; a
+// *assetcopy.Refusal is the asset's fault (the task fails, no fee).
+type AssetCopier interface {
+	Copy(ctx context.Context, typ, rawURL, keyBase string) (uploads.Object, error)
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=generationtasks,verbs=get;list;watch;create;update;patch;delete
@@ -118,6 +137,9 @@ func (r *GenerationTaskReconciler) reconcile(ctx context.Context, t *v1.Generati
 		t.Status.Billing = &v1.TaskBilling{Status: v1.BillingPending}
 		setCondition(&t.Status.Conditions, t.Generation, v1.ConditionReady, false, v1.ReasonTaskInFlight, "the task is queued")
 		t.Status.ObservedGeneration = t.Generation
+		if err := r.preConsumed(ctx, t); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, r.archive(ctx, t) // the status change wakes us again
 	}
 	sub, err := tasks.SubmissionOf(t)
@@ -214,14 +236,21 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 	}
 	channel := tasks.ReviewChannel(route.Namespace, route.Name, b.Name)
 	wait, all := maxPoll, true
+	copies := map[string][]string{} // asset type → stored copies
 	for i := range round.Assets {
 		a := &round.Assets[i]
-		state, again, err := r.prepareAsset(ctx, svc, b, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
+		state, again, refusal, copyKey, err := r.prepareAsset(ctx, svc, b, t.Namespace, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
 			Type: a.Type, Key: a.URL, BlobKey: blobKeyOf(sub, a.URL)}, now)
 		if err != nil {
 			return false, ctrl.Result{}, err
 		}
 		a.State = state
+		if refusal != "" {
+			round.Outcome = reviewRejected
+			return false, ctrl.Result{}, r.fail(ctx, t, now,
+				fmt.Sprintf("private asset review could not use the %s asset %s: %s; no video generation fee is charged", a.Type, a.URL, refusal))
+		}
+		copies[a.Type] = append(copies[a.Type], copyKey)
 		if state == reviewRejected {
 			round.Outcome = reviewRejected
 			return false, ctrl.Result{}, r.fail(ctx, t, now,
@@ -230,6 +259,13 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 		if state != reviewPassed {
 			all, wait = false, min(wait, again)
 		}
+	}
+	if msg, err := r.referenceTotals(ctx, copies); err != nil || msg != "" {
+		if err != nil {
+			return false, ctrl.Result{}, err
+		}
+		round.Outcome = reviewRejected
+		return false, ctrl.Result{}, r.fail(ctx, t, now, msg+"; no video generation fee is charged")
 	}
 	if all {
 		round.Outcome = reviewPassed
@@ -243,31 +279,108 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 	return false, ctrl.Result{RequeueAfter: roundUp(min(wait, round.Deadline.Sub(now)))}, nil
 }
 
-// prepareAsset looks up or starts the asset's shared preparation, asks the
-// review service to decide it while pending, and returns its state and, when
-// still pending, when to look again.
-func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc upstream.AssetReviewer, b *v1.Backend,
-	a store.ReviewAsset, now time.Time) (string, time.Duration, error) {
+// prepareAsset looks up or starts the asset's shared preparation, copies a
+// URL asset into the blob store while it has no copy (rule 4: the bytes are
+// checked, not the URL), asks the review service to decide it while
+// pending, and returns its state and, when still pending, when to look
+// again. refusal is why the asset cannot be used (the task fails).
+func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc upstream.AssetReviewer, b *v1.Backend, namespace string,
+	a store.ReviewAsset, now time.Time) (state string, wait time.Duration, refusal, copyKey string, err error) {
 	rec, err := r.Ledger.PrepareReviewAsset(ctx, a, now)
 	if err != nil {
-		return "", 0, fmt.Errorf("prepare review asset: %w", err)
+		return "", 0, "", "", fmt.Errorf("prepare review asset: %w", err)
+	}
+	if rec.State == store.ReviewPending && rec.BlobKey == "" && !strings.HasPrefix(rec.Key, media.InlineKeyPrefix) {
+		obj, err := r.copier().Copy(ctx, rec.Type, rec.Key, assetcopy.Key(namespace, rec.Type, rec.Key))
+		if ref, ok := errors.AsType[*assetcopy.Refusal](err); ok {
+			// Not recorded as a decision: the URL may serve a usable file
+			// later, and the next request prepares it again.
+			return store.ReviewRejected, 0, ref.Message, "", nil
+		}
+		if err != nil {
+			return "", 0, "", "", fmt.Errorf("copy review asset: %w", err)
+		}
+		rec.BlobKey = obj.Key
+		if rec, err = r.Ledger.PrepareReviewAsset(ctx, rec, now); err != nil {
+			return "", 0, "", "", fmt.Errorf("record review asset copy: %w", err)
+		}
 	}
 	if rec.State != store.ReviewPending {
-		return rec.State, 0, nil
+		return rec.State, 0, "", rec.BlobKey, nil
 	}
-	state, wait, err := svc.Decide(ctx, upstream.Backend{Name: b.Name, Provider: b.Provider, BaseURL: b.BaseURL, Options: b.Options},
+	state, wait, err = svc.Decide(ctx, upstream.Backend{Name: b.Name, Provider: b.Provider, BaseURL: b.BaseURL, Options: b.Options},
 		upstream.ReviewAsset{Type: rec.Type, Key: rec.Key, PreparedAt: rec.PreparedAt}, now)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "asset review service", "backend", b.Name)
-		return store.ReviewPending, minPoll * 4, nil
+		return store.ReviewPending, minPoll * 4, "", rec.BlobKey, nil
 	}
 	if state == store.ReviewPending {
-		return state, max(wait, minPoll), nil
+		return state, max(wait, minPoll), "", rec.BlobKey, nil
 	}
 	if rec, err = r.Ledger.DecideReviewAsset(ctx, rec, state, now); err != nil {
-		return "", 0, fmt.Errorf("record review decision: %w", err)
+		return "", 0, "", "", fmt.Errorf("record review decision: %w", err)
 	}
-	return rec.State, 0, nil
+	return rec.State, 0, "", rec.BlobKey, nil
+}
+
+// reviewFields name the request field of each reviewed media type.
+var reviewFields = map[string]string{"video": "video_with_roles", "audio": "audio_with_roles"}
+
+// referenceTotals applies the model's limit of 15 seconds in total to the
+// reviewed reference videos and to the reviewed audio, with durations read
+// from the stored copies' headers (what a client declares is not trusted).
+// It answers the refusal message, or "" while within the limit or while a
+// copy is still missing (an asset stored before copies were made).
+func (r *GenerationTaskReconciler) referenceTotals(ctx context.Context, copies map[string][]string) (string, error) {
+	for _, typ := range []string{"video", "audio"} {
+		var total time.Duration
+		for _, key := range copies[typ] {
+			if key == "" || r.Blobs == nil {
+				return "", nil
+			}
+			d, err := r.durationOf(ctx, key)
+			if errors.Is(err, mediaduration.ErrUnknown) {
+				return fmt.Sprintf("private asset review could not read the duration of a %s asset: %v", typ, err), nil
+			}
+			if err != nil {
+				return "", err
+			}
+			total += d
+		}
+		if total > media.VideoMaxRefSeconds*time.Second {
+			return fmt.Sprintf("%s durations must total at most %d seconds (got %s, read from the files)",
+				reviewFields[typ], media.VideoMaxRefSeconds, strconv.FormatFloat(total.Seconds(), 'f', -1, 64)+" s"), nil
+		}
+	}
+	return "", nil
+}
+
+// durationOf probes a stored copy: only its container headers are read.
+func (r *GenerationTaskReconciler) durationOf(ctx context.Context, key string) (time.Duration, error) {
+	rd, err := r.Blobs.Open(ctx, key)
+	if err != nil {
+		return 0, fmt.Errorf("open review asset copy: %w", err)
+	}
+	defer func() { _ = rd.Close() }()
+	return mediaduration.Of(rd, rd.Size(), rd.ContentType())
+}
+
+func (r *GenerationTaskReconciler) copier() AssetCopier {
+	if r.Copier != nil {
+		return r.Copier
+	}
+	if r.Blobs == nil {
+		return noCopier{}
+	}
+	return &assetcopy.Copier{Blobs: r.Blobs}
+}
+
+// noCopier fails every copy: without a blob store a URL asset cannot be
+// prepared, which is the platform's fault (retried), not the client's.
+type noCopier struct{}
+
+func (noCopier) Copy(context.Context, string, string, string) (uploads.Object, error) {
+	return uploads.Object{}, errors.New("no blob store is configured for review asset copies")
 }
 
 // reviewer returns the review service of a channel, or nil when the channel
@@ -345,7 +458,7 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 			row.PromptTokens, row.CompletionTokens = p.usage.InputTokens, p.usage.OutputTokens
 			row.ReportedTotalTokens = ptr.To(p.usage.TotalTokens)
 		}
-		if _, err := r.Ledger.InsertUsage(ctx, []store.UsageRow{row}); err != nil {
+		if _, err := r.Ledger.RecordTaskUsage(ctx, row); err != nil {
 			return fmt.Errorf("usage row: %w", err)
 		}
 	}
@@ -353,6 +466,23 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 	st.Phase, st.Progress, st.Result, st.Error = v1.TaskCompleted, 100, p.result, nil
 	st.CompletedAt, st.ExpiresAt, st.NextPollAt = &done, &expires, nil
 	recorder{r.Events}.normal(t, v1.EventTaskCompleted, "Settle", "task %s completed", t.Spec.TaskID)
+	return nil
+}
+
+// preConsumed lists the task's held reservation as a pre_consumed usage
+// row while it runs (dated at acceptance, the reservation's quota). The
+// settled row replaces it; a refund removes it (store.Refund).
+func (r *GenerationTaskReconciler) preConsumed(ctx context.Context, t *v1.GenerationTask) error {
+	sub, err := tasks.SubmissionOf(t)
+	if err != nil {
+		return nil // failed on the next pass, which refunds
+	}
+	row := store.UsageRow{RequestID: t.Spec.RequestID, CreatedAt: time.UnixMilli(sub.AcceptedAt).Unix(),
+		UserID: t.Spec.UserID, TokenID: t.Spec.TokenID, TokenName: sub.TokenDisplay, ModelName: string(t.Spec.Model),
+		TaskID: t.Spec.TaskID, BillingPhase: store.PhasePreConsumed, Quota: billing.Quota(t.Spec.ReservedQuota)}
+	if _, err := r.Ledger.RecordTaskUsage(ctx, row); err != nil {
+		return fmt.Errorf("pre-consumed usage row: %w", err)
+	}
 	return nil
 }
 
@@ -391,6 +521,11 @@ func refundedBilling() *v1.TaskBilling {
 
 // fail refunds the reservation (nothing was produced) and marks the task failed.
 func (r *GenerationTaskReconciler) fail(ctx context.Context, t *v1.GenerationTask, now time.Time, message string) error {
+	return r.failWith(ctx, t, now, CodeGenerationFailed, message)
+}
+
+// failWith is fail with an error code.
+func (r *GenerationTaskReconciler) failWith(ctx context.Context, t *v1.GenerationTask, now time.Time, code, message string) error {
 	switch err := r.Ledger.Refund(ctx, t.Spec.RequestID); {
 	case errors.Is(err, store.ErrReservationClosed), errors.Is(err, store.ErrNotFound):
 		// Settled already (cannot happen before output) or never reserved.
@@ -401,7 +536,7 @@ func (r *GenerationTaskReconciler) fail(ctx context.Context, t *v1.GenerationTas
 	done := metav1.NewTime(now)
 	st := &t.Status
 	st.Phase, st.Progress, st.Result, st.NextPollAt = v1.TaskFailed, 0, nil, nil
-	st.Error = &v1.TaskError{Code: CodeGenerationFailed, Message: message}
+	st.Error = &v1.TaskError{Code: code, Message: message}
 	st.Billing, st.CompletedAt, st.ExpiresAt = refundedBilling(), &done, nil
 	recorder{r.Events}.warning(t, v1.EventTaskFailed, "Refund", "task %s failed and was refunded: %s", t.Spec.TaskID, message)
 	return nil

@@ -1,12 +1,14 @@
 package controllers_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +32,12 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/controllers/internal/tasktest"
+	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 )
@@ -53,6 +57,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 		c        client.Client
 		r        *controllers.GenerationTaskReconciler
 		recorded *events.FakeRecorder
+		copies   *fakeCopier
 		userID   int64
 		tokenID  int64
 		seq      int
@@ -84,7 +89,9 @@ var _ = Describe("GenerationTask reconciler", func() {
 			BaseURL: func() string { return "http://files.test" }})
 		Expect(err).NotTo(HaveOccurred())
 		recorded = events.NewFakeRecorder(100)
-		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk, Retention: retention, Events: recorded}
+		copies = &fakeCopier{}
+		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk,
+			Retention: retention, Events: recorded, Copier: copies}
 	})
 
 	// submit does what the gateway does: reserve, then create the task.
@@ -279,6 +286,17 @@ var _ = Describe("GenerationTask reconciler", func() {
 			Expect(balance().Remain).To(Equal(before.Remain))
 		})
 
+		It("fails without a generation fee when an asset cannot be copied, before the review service sees it", func() {
+			before := balance()
+			t := submitReview("https://cdn.example/ok.png", "https://cdn.example/unusable.png")
+			Expect(t.Status.Phase).To(Equal(v1.TaskFailed))
+			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("rejected"))
+			Expect(t.Status.Error.Message).To(Equal("private asset review could not use the image asset https://cdn.example/unusable.png: " +
+				"the image asset is empty; no video generation fee is charged"))
+			Expect(t.Status.Billing.Status).To(Equal(v1.BillingRefunded))
+			Expect(balance().Remain).To(Equal(before.Remain))
+		})
+
 		It("fails without a generation fee when the round runs past its deadline", func() {
 			before := balance()
 			t := submitReview("https://cdn.example/slow.png")
@@ -319,6 +337,8 @@ var _ = Describe("GenerationTask reconciler", func() {
 			third := submitReview("https://cdn.example/shared.png")
 			Expect(third.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
 			Expect(third.Status.Phase).To(Equal(v1.TaskInProgress))
+			Expect(copies.urls()).To(Equal([]string{"https://cdn.example/shared.png", "https://cdn.example/own.png"}),
+				"each asset is copied once, by the preparation that started it")
 		})
 
 		It("skips review on a channel without a private asset library", func() {
@@ -525,3 +545,26 @@ var _ = Describe("GenerationTask reconciler", func() {
 		Expect(balance().Remain).To(Equal(before.Remain))
 	})
 })
+
+// fakeCopier "copies" every URL except one containing "unusable", which it
+// refuses as an empty file, and records what it copied.
+type fakeCopier struct {
+	mu     sync.Mutex
+	copied []string
+}
+
+func (f *fakeCopier) Copy(_ context.Context, _, rawURL, keyBase string) (uploads.Object, error) {
+	if strings.Contains(rawURL, "unusable") {
+		return uploads.Object{}, &assetcopy.Refusal{Message: "the image asset is empty"}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.copied = append(f.copied, rawURL)
+	return uploads.Object{Key: keyBase + ".png", MimeType: "image/png", Size: 1}, nil
+}
+
+func (f *fakeCopier) urls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.copied...)
+}

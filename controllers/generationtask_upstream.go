@@ -106,7 +106,7 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 			return r.failover(ctx, t, sub, route, b, now, ue)
 		}
 		log.FromContext(ctx).Info("upstream refused the task", "task", t.Spec.TaskID, "backend", b.Name, "status", ue.Status, "error", ue.Error())
-		return ctrl.Result{}, r.fail(ctx, t, now, "the upstream rejected the request: "+ue.Message)
+		return ctrl.Result{}, r.failWith(ctx, t, now, failureCode(ue.Status, ue.Code), "the upstream rejected the request: "+ue.Message)
 	}
 	if s.ID == "" && s.Final == nil {
 		return ctrl.Result{}, r.fail(ctx, t, now, "the upstream accepted the task without naming it")
@@ -178,7 +178,7 @@ func (r *GenerationTaskReconciler) upstreamFinal(ctx context.Context, t *v1.Gene
 		if msg == "" {
 			msg = "the upstream failed the generation"
 		}
-		return ctrl.Result{}, r.fail(ctx, t, now, msg)
+		return ctrl.Result{}, r.failWith(ctx, t, now, failureCode(0, s.ErrorCode), msg)
 	}
 	res, err := r.storeOutputs(ctx, t, sub, b, s.Outputs)
 	if err != nil {
@@ -193,6 +193,21 @@ func (r *GenerationTaskReconciler) upstreamFinal(ctx context.Context, t *v1.Gene
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.complete(ctx, t, sub, now, produced{result: res, seconds: producedSeconds(t, sub, s), usage: imageUsage(s.Usage)})
+}
+
+// policyCodes are upstream error codes that mean a policy refusal: the
+// contract's own, and OpenAI's image moderation code.
+var policyCodes = map[string]bool{CodeContentPolicy: true, "moderation_blocked": true}
+
+// failureCode is the task error code of an upstream refusal: a policy
+// refusal (HTTP 422, the status the contract gives content_policy_violation,
+// or a policy error code) is content_policy_violation, anything else
+// generation_failed.
+func failureCode(status int, code string) string {
+	if status == http.StatusUnprocessableEntity || policyCodes[code] {
+		return CodeContentPolicy
+	}
+	return CodeGenerationFailed
 }
 
 // producedSeconds is the video length to bill: what the upstream reports

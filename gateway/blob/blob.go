@@ -157,6 +157,25 @@ func (s *Store) Open(ctx context.Context, key string) (*blob.Reader, error) {
 	return r, err
 }
 
+// KeyOfLink returns the key a link of this store names: a valid, unexpired
+// signed local link, or a link under the public base URL. ok is false for
+// any other URL (a cloud store's own signed URLs are not recognised).
+func (s *Store) KeyOfLink(ctx context.Context, rawURL string) (key string, ok bool) {
+	if s.publicBase != "" {
+		k, found := strings.CutPrefix(rawURL, s.publicBase+"/")
+		return k, found && k != ""
+	}
+	if prefix := s.LocalPrefix(); prefix == "" || !strings.HasPrefix(rawURL, prefix) {
+		return "", false
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", false
+	}
+	key, err = s.urlSigner().KeyFromURL(ctx, u)
+	return key, err == nil
+}
+
 // LocalPrefix is where this local store's signed links start (base URL +
 // FilesPath); "" for a cloud store.
 func (s *Store) LocalPrefix() string {

@@ -72,3 +72,26 @@ func TestSignedLocalURLsServeTheBytesAndRefuseTampering(t *testing.T) {
 	code, _, _ = get(signed)
 	g.Expect(code).To(Equal(http.StatusNotFound))
 }
+
+func TestKeyOfLink(t *testing.T) {
+	g := NewWithT(t)
+	s, err := OpenLocal(Config{Dir: t.TempDir(), SigningKey: []byte("0123456789abcdef0123"),
+		BaseURL: func() string { return "http://gw.test" }})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer s.Close()
+	ctx := context.Background()
+	signed, err := s.SignedURL(ctx, "uploads/1/video/v.mp4", time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	key, ok := s.KeyOfLink(ctx, signed)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(key).To(Equal("uploads/1/video/v.mp4"))
+	u, _ := url.Parse(signed)
+	q := u.Query()
+	q.Set("signature", "x"+q.Get("signature"))
+	u.RawQuery = q.Encode()
+	for _, other := range []string{u.String(), "https://cdn.example/v.mp4", "http://gw.test/elsewhere/v.mp4"} {
+		_, ok := s.KeyOfLink(ctx, other)
+		g.Expect(ok).To(BeFalse(), other)
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,8 +23,10 @@ import (
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -166,6 +170,11 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 	if verr != nil {
 		return nil, verr.Status, verr.Type, verr.Message
 	}
+	if m.typ == v1.ModelTypeVideo {
+		if status, msg := m.uploadedDurations(ctx, norm); status != 0 {
+			return nil, status, errInvalidRequest, msg
+		}
+	}
 	if norm.ClientBusinessID != "" {
 		if t, err := m.byBusinessID(ctx, p, norm.ClientBusinessID); err != nil {
 			return nil, http.StatusInternalServerError, errInternal, "could not look up client_business_id"
@@ -235,6 +244,75 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 	}
 	m.archiveNew(ctx, task)
 	return task, 0, "", ""
+}
+
+// uploadedDurations replaces the declared durations of reference videos
+// and audio that are the gateway's own uploads by the durations read from
+// their stored headers, and checks the 15-second totals again with them;
+// the probed video seconds feed the estimate. Other URLs keep what the
+// client declared: they are not downloaded at submission (under private
+// asset review the review round reads them). A non-zero status refuses.
+func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int, string) {
+	if m.Blobs == nil {
+		return 0, ""
+	}
+	groups := []struct {
+		typ    string
+		fields []string // request field, then the URL key of its items
+	}{{"video", []string{"video_list", "video_url", "video_with_roles", "url"}}, {"audio", []string{"audio_with_roles", "url"}}}
+	for _, g := range groups {
+		var total float64
+		var names []string
+		probed := false
+		for i := 0; i < len(g.fields); i += 2 {
+			items, _ := n.Request[g.fields[i]].([]any)
+			if len(items) > 0 {
+				names = append(names, g.fields[i])
+			}
+			for j, it := range items {
+				item, _ := it.(map[string]any)
+				secs, _ := item["duration"].(float64)
+				raw, _ := item[g.fields[i+1]].(string)
+				if key, ok := m.Blobs.KeyOfLink(ctx, raw); ok {
+					d, err := m.storedDuration(ctx, key)
+					switch {
+					case errors.Is(err, mediaduration.ErrUnknown):
+						return http.StatusBadRequest, fmt.Sprintf("%s[%d]: the uploaded %s's duration cannot be read from its headers", g.fields[i], j, g.typ)
+					case errors.Is(err, blob.ErrNotFound):
+						return http.StatusBadRequest, fmt.Sprintf("%s[%d]: the uploaded %s no longer exists; upload it again", g.fields[i], j, g.typ)
+					case err != nil:
+						log.FromContext(ctx).Error(err, "read an uploaded file's duration", "key", key)
+						return http.StatusServiceUnavailable, "could not read an uploaded file; retry later"
+					}
+					secs, probed = d.Seconds(), true
+				}
+				total += secs
+			}
+		}
+		if !probed {
+			continue
+		}
+		if total > media.VideoMaxRefSeconds {
+			return http.StatusBadRequest, fmt.Sprintf("%s durations must total at most %d seconds (got %s s, read from the uploaded files)",
+				strings.Join(names, " and "), media.VideoMaxRefSeconds, strconv.FormatFloat(math.Round(total*1000)/1000, 'f', -1, 64))
+		}
+		if g.typ == "video" {
+			n.InputVideoSeconds = total
+		} else {
+			n.InputAudioSeconds = total
+		}
+	}
+	return 0, ""
+}
+
+// storedDuration reads a stored file's duration from its headers.
+func (m *Media) storedDuration(ctx context.Context, key string) (time.Duration, error) {
+	rd, err := m.Blobs.Open(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = rd.Close() }()
+	return mediaduration.Of(rd, rd.Size(), rd.ContentType())
 }
 
 // mediaEstimate is the reservation request: n outputs (pre-deducted), the

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -399,6 +400,40 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(remain(acct)).To(Equal(before))
 	})
 
+	It("lists a running task's held reservation as pre_consumed, then the settled charge in its place", func() {
+		code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key),
+			map[string]any{"model": video, "prompt": "slow waves [sim:delay=3s]", "duration": 4})
+		Expect(code).To(Equal(200), "%v", sub)
+		id := sub["id"].(string)
+		rowOf := func(g Gomega) map[string]any {
+			for _, r := range usageRows(acct) {
+				if r["task_id"] == id {
+					return r
+				}
+			}
+			return nil
+		}
+		var held map[string]any
+		Eventually(func(g Gomega) {
+			held = rowOf(g)
+			g.Expect(held).NotTo(BeNil())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(held).To(And(HaveKeyWithValue("billing_phase", "pre_consumed"), HaveKeyWithValue("quota", json.Number("100000")),
+			HaveKeyWithValue("cost_usd", "0.2"), HaveKeyWithValue("model_name", video)))
+		Expect(await(acct, "videos", id)["status"]).To(Equal("completed"))
+		settled := rowOf(Default)
+		Expect(settled).To(And(HaveKeyWithValue("billing_phase", "settled"), HaveKeyWithValue("quota", json.Number("100000")),
+			HaveKeyWithValue("log_id", held["log_id"])))
+
+		By("a failed task's reservation leaves the list with its refund")
+		code, sub, _ = call("POST", "/v1/videos/generations", bearer(acct.Key),
+			map[string]any{"model": video, "prompt": "doomed [sim:fail] [sim:delay=1s]", "duration": 2})
+		Expect(code).To(Equal(200), "%v", sub)
+		id = sub["id"].(string)
+		Expect(await(acct, "videos", id)["status"]).To(Equal("failed"))
+		Expect(rowOf(Default)).To(BeNil())
+	})
+
 	It("runs a video task with a model-decided duration: reserves 30 s, settles the 5 s produced, serves the animation", func() {
 		before := remain(acct)
 		code, sub, _ := call("POST", "/v1/videos/generations", bearer(acct.Key),
@@ -477,8 +512,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			}, framework.Timeout, framework.Interval).Should(Succeed())
 			return id
 		}
-		ok := submitVideo("https://cdn.example/cat.png")
-		bad := submitVideo("https://cdn.example/reject.png")
+		ok := submitVideo(cdn + "/cat.png")
+		bad := submitVideo(cdn + "/reject.png")
 		done := await(acct, "videos", ok)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		failed := await(acct, "videos", bad)
@@ -489,7 +524,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: tasks.ObjectName(ok)}, task)).To(Succeed())
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "https://cdn.example/cat.png",
+		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: cdn + "/cat.png",
 			Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 50000)) // only the passed one: 2 s × 0.05 USD
 	})
@@ -643,6 +678,39 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(served).To(Equal(frame))
 	})
 
+	It("fails a task an upstream refuses for policy reasons with content_policy_violation, without a fee", func() {
+		up := fakeupstream.NewTaskAPI()
+		DeferCleanup(up.Close)
+		model := reviewedUpstreamVideoRoute(up, v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds,
+			Unit: v1.UnitSecond, UnitPrice: "0.05"})
+		body := map[string]any{"model": model, "duration": 2, "prompt": "something the upstream will not draw"}
+		before := remain(acct)
+		for _, c := range []struct {
+			name    string
+			setup   func()
+			code    string
+			message string
+		}{
+			{"a 422 refusal of the submission", func() {
+				up.FailSubmits(fakeupstream.SubmitFailure{Status: 422, Message: "the prompt violates the content policy"})
+			}, "content_policy_violation", "the upstream rejected the request: the prompt violates the content policy"},
+			{"a policy failure after the upstream accepted the task", func() {
+				up.SetPlan(fakeupstream.TaskPlan{Polls: 1, Fail: "the output was blocked by moderation", FailCode: "content_policy_violation"})
+			}, "content_policy_violation", "the output was blocked by moderation"},
+			{"any other failure", func() {
+				up.SetPlan(fakeupstream.TaskPlan{Polls: 1, Fail: "the renderer crashed"})
+			}, "generation_failed", "the renderer crashed"},
+		} {
+			By(c.name)
+			c.setup()
+			failed := await(acct, "videos", submitted(acct, body))
+			Expect(failed["status"]).To(Equal("failed"))
+			Expect(failed["error"]).To(Equal(map[string]any{"code": c.code, "message": c.message}))
+			Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+			Expect(remain(acct)).To(Equal(before))
+		}
+	})
+
 	It("reviews and forwards video_with_roles, and bills the request at the price with video input", func() {
 		up := fakeupstream.NewTaskAPI()
 		DeferCleanup(up.Close)
@@ -654,8 +722,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		model := reviewedUpstreamVideoRoute(up, perSecond("0.05", false), perSecond("0.08", true))
 		body := map[string]any{"model": model, "private_asset_review": true, "duration": 2,
 			"prompt":           "image 1 moving like video 1",
-			"reference_images": []string{"https://cdn.example/still.png"},
-			"video_with_roles": []map[string]any{{"url": "https://cdn.example/clip.mp4", "role": "reference_video"}}}
+			"reference_images": []string{cdn + "/still.png"},
+			"video_with_roles": []map[string]any{{"url": cdn + "/clip.mp4", "role": "reference_video"}}}
 		before := remain(acct)
 		id := submitted(acct, body)
 		By("2 s at 0.08 USD, the price with video input, are reserved")
@@ -670,8 +738,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/still.png", Type: "image", Role: "reference_image", State: "passed"},
-			{URL: "https://cdn.example/clip.mp4", Type: "video", Role: "reference_video", State: "passed"},
+			{URL: cdn + "/still.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: cdn + "/clip.mp4", Type: "video", Role: "reference_video", State: "passed"},
 		}))
 
 		By("and the upstream got it")
@@ -682,22 +750,22 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			VideoList       []any                        `json:"video_list"`
 		}
 		Expect(json.Unmarshal(up.Requests()[0].Body, &sent)).To(Succeed())
-		Expect(sent.ReferenceImages).To(Equal([]string{"https://cdn.example/still.png"}))
-		Expect(sent.VideoWithRoles).To(Equal([]struct{ URL, Role string }{{URL: "https://cdn.example/clip.mp4", Role: "reference_video"}}))
+		Expect(sent.ReferenceImages).To(Equal([]string{cdn + "/still.png"}))
+		Expect(sent.VideoWithRoles).To(Equal([]struct{ URL, Role string }{{URL: cdn + "/clip.mp4", Role: "reference_video"}}))
 		Expect(sent.VideoList).To(BeEmpty(), "video_list is outside review scope: the reviewed video stays in video_with_roles")
 
 		By("a rejected video fails the task before generation, without a fee")
 		before = remain(acct)
-		body["video_with_roles"] = []map[string]any{{"url": "https://cdn.example/reject.mp4"}} // role reference_video by default
+		body["video_with_roles"] = []map[string]any{{"url": cdn + "/reject.mp4"}} // role reference_video by default
 		failed := await(acct, "videos", submitted(acct, body))
 		Expect(failed["status"]).To(Equal("failed"))
-		Expect(failed["error"].(map[string]any)["message"]).To(ContainSubstring("rejected the video asset https://cdn.example/reject.mp4"))
+		Expect(failed["error"].(map[string]any)["message"]).To(ContainSubstring("rejected the video asset " + cdn + "/reject.mp4"))
 		Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
 		Expect(up.Submissions()).To(Equal(1), "nothing was submitted upstream")
 		Expect(remain(acct)).To(Equal(before))
 
 		By("a video_with_roles item with another role is refused, naming the field and the role")
-		body["video_with_roles"] = []map[string]any{{"url": "https://cdn.example/clip.mp4", "role": "first_frame"}}
+		body["video_with_roles"] = []map[string]any{{"url": cdn + "/clip.mp4", "role": "first_frame"}}
 		Expect(refused(acct, body)).To(Equal(`video_with_roles[0].role must be one of reference_video (got "first_frame")`))
 		Expect(remain(acct)).To(Equal(before), "a refused request reserves nothing")
 	})
@@ -705,8 +773,8 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 	It("accepts image_with_roles items with role reference_image, reviewed or not, but not mixed with frames", func() {
 		reviewed := reviewedVideoRoute("image-roles")
 		images := []map[string]any{
-			{"url": "https://cdn.example/look.png", "role": "reference_image"},
-			{"url": "https://cdn.example/pose.png", "role": "reference_image"},
+			{"url": cdn + "/look.png", "role": "reference_image"},
+			{"url": cdn + "/pose.png", "role": "reference_image"},
 		}
 		before := remain(acct)
 		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2,
@@ -717,12 +785,12 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/look.png", Type: "image", Role: "reference_image", State: "passed"},
-			{URL: "https://cdn.example/pose.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: cdn + "/look.png", Type: "image", Role: "reference_image", State: "passed"},
+			{URL: cdn + "/pose.png", Type: "image", Role: "reference_image", State: "passed"},
 		}))
 		var req map[string]any
 		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
-		Expect(req["reference_images"]).To(Equal([]any{"https://cdn.example/look.png", "https://cdn.example/pose.png"}),
+		Expect(req["reference_images"]).To(Equal([]any{cdn + "/look.png", cdn + "/pose.png"}),
 			"reference images travel in the model's own field")
 		Expect(req).NotTo(HaveKey("image_with_roles"))
 
@@ -735,7 +803,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 
 		By("reference images cannot be mixed with a first frame")
 		msg := refused(acct, map[string]any{"model": reviewed, "private_asset_review": true, "image_with_roles": []map[string]any{
-			{"url": "https://cdn.example/start.png", "role": "first_frame"}, {"url": "https://cdn.example/look.png", "role": "reference_image"}}})
+			{"url": cdn + "/start.png", "role": "first_frame"}, {"url": cdn + "/look.png", "role": "reference_image"}}})
 		Expect(msg).To(ContainSubstring(media.MixedFramesMessage))
 		Expect(remain(acct)).To(Equal(before - 100000))
 	})
@@ -745,33 +813,134 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		before := remain(acct)
 		By("reference_images before image_urls: the second field is neither reviewed (it would be rejected) nor sent")
 		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1",
-			"reference_images": []string{"https://cdn.example/first.png"},
-			"image_urls":       []string{"https://cdn.example/reject-second.png"}})
+			"reference_images": []string{cdn + "/first.png"},
+			"image_urls":       []string{cdn + "/reject-second.png"}})
 		done := await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/first.png", Type: "image", Role: "reference_image", State: "passed"}}))
+			{URL: cdn + "/first.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		var req map[string]any
 		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
-		Expect(req["reference_images"]).To(Equal([]any{"https://cdn.example/first.png"}))
+		Expect(req["reference_images"]).To(Equal([]any{cdn + "/first.png"}))
 		Expect(req).NotTo(HaveKey("image_urls"))
 
 		By("image_with_roles before reference_images")
 		id = submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1",
-			"image_with_roles": []map[string]any{{"url": "https://cdn.example/chosen.png", "role": "reference_image"}},
-			"reference_images": []string{"https://cdn.example/reject-ignored.png"}})
+			"image_with_roles": []map[string]any{{"url": cdn + "/chosen.png", "role": "reference_image"}},
+			"reference_images": []string{cdn + "/reject-ignored.png"}})
 		done = await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		Expect(taskObject(acct, id).Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
-			{URL: "https://cdn.example/chosen.png", Type: "image", Role: "reference_image", State: "passed"}}))
+			{URL: cdn + "/chosen.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 100000))
 
 		By("the model's own rule still refuses frames next to another image field")
 		msg := refused(acct, map[string]any{"model": reviewed, "private_asset_review": true,
-			"image_with_roles": []map[string]any{{"url": "https://cdn.example/start.png", "role": "first_frame"}},
-			"image_urls":       []string{"https://cdn.example/other.png"}})
+			"image_with_roles": []map[string]any{{"url": cdn + "/start.png", "role": "first_frame"}},
+			"image_urls":       []string{cdn + "/other.png"}})
 		Expect(msg).To(ContainSubstring(media.MixedFramesMessage))
+	})
+
+	It("copies URL assets under review and fails an empty, mistyped or oversized one without a fee", func() {
+		reviewed := reviewedVideoRoute("url-copies")
+		before := remain(acct)
+		id := submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true, "duration": 2, "prompt": "image 1, video 1",
+			"reference_images": []string{cdn + "/look.png"},
+			"video_with_roles": []map[string]any{{"url": cdn + "/clip.mp4"}}})
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(remain(acct)).To(Equal(before - 50000))
+
+		By("each URL asset was stored by the review, typed by its bytes")
+		for _, c := range []struct{ typ, url, ext string }{{"image", cdn + "/look.png", ".png"}, {"video", cdn + "/clip.mp4", ".mp4"}} {
+			r, err := stack.Blobs.Open(ctx, assetcopy.Key(acct.Namespace, c.typ, c.url)+c.ext)
+			Expect(err).NotTo(HaveOccurred(), c.url)
+			Expect(r.Close()).To(Succeed())
+		}
+
+		for _, c := range []struct{ field, url, message string }{
+			{"reference_images", cdn + "/empty.png", "the image asset is empty"},
+			{"reference_images", cdn + "/fake.png", "the image asset is not a supported image (JPEG, PNG, WebP or GIF)"},
+			{"reference_images", cdn + "/huge.png", "the image asset is larger than 20 MiB, the private asset review limit"},
+			{"audio_with_roles", cdn + "/fake.mp3", "the audio asset is not a supported audio (MP3, WAV or M4A)"},
+			{"video_with_roles", cdn + "/look.png", "the video asset is not a supported video (MP4, MOV or WebM)"},
+			{"reference_images", cdn + "/missing.gif", "the image asset could not be downloaded: HTTP 404"},
+		} {
+			By(c.url)
+			var value any = []string{c.url}
+			if c.field != "reference_images" {
+				value = []map[string]any{{"url": c.url}}
+			}
+			failed := await(acct, "videos", submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true,
+				"duration": 2, "prompt": "refused", c.field: value}))
+			Expect(failed["status"]).To(Equal("failed"))
+			e := failed["error"].(map[string]any)
+			Expect(e["code"]).To(Equal("generation_failed"))
+			Expect(e["message"]).To(ContainSubstring(c.message))
+			Expect(e["message"]).To(ContainSubstring("no video generation fee is charged"))
+			Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+			Expect(remain(acct)).To(Equal(before-50000), "nothing is charged")
+		}
+	})
+
+	It("sums reviewed reference durations from the files, not from what the client declares", func() {
+		reviewed := reviewedVideoRoute("probed-durations")
+		before := remain(acct)
+		By("two videos declared as 1 s each but 9 s and 8 s long")
+		failed := await(acct, "videos", submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true,
+			"duration": 2, "prompt": "video 1 then video 2", "video_with_roles": []map[string]any{
+				{"url": cdn + "/9s.mp4", "duration": 1}, {"url": cdn + "/8s.mp4", "duration": 1}}}))
+		Expect(failed["status"]).To(Equal("failed"))
+		Expect(failed["error"].(map[string]any)["message"]).To(Equal(
+			"video_with_roles durations must total at most 15 seconds (got 17 s, read from the files); no video generation fee is charged"))
+		Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
+		Expect(remain(acct)).To(Equal(before))
+
+		By("within 15 s in total the task runs, whatever was declared")
+		done := await(acct, "videos", submitted(acct, map[string]any{"model": reviewed, "private_asset_review": true,
+			"duration": 2, "prompt": "video 1 then video 2", "video_with_roles": []map[string]any{
+				{"url": cdn + "/9s.mp4"}, {"url": cdn + "/6s.mp4", "duration": 14}}}))
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+	})
+
+	It("reads the durations of uploaded reference videos and audio from their bytes at submission", func() {
+		model := mediaRoute("uploaded-durations", v1.ModelTypeVideo, v1.ProfileAllInOneVideo, v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond,
+			PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05", InputUnitPrice: credits("0.01")})
+		upload := func(path, name string, data []byte) string {
+			code, body := postMultipart(path, acct.Key, filePart(name, "application/octet-stream", data))
+			Expect(code).To(Equal(200), "%v", body)
+			return body["data"].(map[string]any)["url"].(string)
+		}
+		nine := upload("/v1/uploads/videos", "nine.mp4", uploadstest.Movie("isom", 9, 1024, true))
+		eight := upload("/v1/uploads/videos", "eight.webm", uploadstest.WebMMovie(8, 1024))
+		long := upload("/v1/uploads/audios", "long.wav", uploadstest.WAV(8000*16))
+		before := remain(acct)
+
+		By("two uploaded videos declared as 1 s each are 17 s long")
+		var msg string
+		Eventually(func(g Gomega) { // until the gateway's cache has the route
+			code, resp, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": model, "duration": 2,
+				"video_list": []map[string]any{{"video_url": nine, "duration": 1}, {"video_url": eight, "duration": 1}}})
+			g.Expect(code).To(Equal(400), "%v", resp)
+			msg = resp["error"].(map[string]any)["message"].(string)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(msg).To(Equal("video_list durations must total at most 15 seconds (got 17 s, read from the uploaded files)"))
+
+		By("an uploaded audio of 16 s declared as 2 s")
+		code, resp, _ := call("POST", "/v1/videos/generations", bearer(acct.Key), map[string]any{"model": model, "duration": 2,
+			"prompt": "audio 1", "audio_with_roles": []map[string]any{{"url": long, "duration": 2}}})
+		Expect(code).To(Equal(400), "%v", resp)
+		Expect(resp["error"].(map[string]any)["message"]).To(Equal(
+			"audio_with_roles durations must total at most 15 seconds (got 16 s, read from the uploaded files)"))
+		Expect(remain(acct)).To(Equal(before), "a refused request reserves nothing")
+
+		By("the input video seconds billed are the file's 9 s, not the 1 s declared: 2 × 0.05 + 9 × 0.01 USD")
+		id := submitted(acct, map[string]any{"model": model, "duration": 2, "video_list": []map[string]any{{"video_url": nine, "duration": 1}}})
+		Expect(remain(acct)).To(Equal(before - 95000))
+		done := await(acct, "videos", id)
+		Expect(done["status"]).To(Equal("completed"), "%v", done)
+		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "38", "cost_usd": "0.19"}))
 	})
 
 	It("bills a token-priced image model by the usage it reports, and shows that usage", func() {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/uploads"
 )
@@ -140,6 +142,21 @@ func (h *Uploads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if h.Kind != uploads.Image {
+		// Audio and video must be playable files, not only the right
+		// magic bytes: their duration is read from the headers, as the
+		// 15-second limits of the video models will need it.
+		if err := h.probe(ctx, obj); err != nil {
+			h.discard(r, obj)
+			if errors.Is(err, mediaduration.ErrUnknown) {
+				apierr.Simple(w, http.StatusBadRequest, h.Unsupported)
+				return
+			}
+			h.fail(w, r, err)
+			return
+		}
+	}
+
 	now := h.Clock.Now()
 	ttl := h.uploadTTL()
 	url, err := h.Blobs.SignedURL(ctx, obj.Key, ttl)
@@ -160,6 +177,17 @@ func (h *Uploads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"message": "",
 		"data":    uploadView{ID: id, URL: url, MimeType: obj.MimeType, Size: obj.Size},
 	})
+}
+
+// probe reads the stored file's duration from its container headers.
+func (h *Uploads) probe(ctx context.Context, obj *uploads.Object) error {
+	rd, err := h.Blobs.Open(ctx, obj.Key)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rd.Close() }()
+	_, err = mediaduration.Of(rd, obj.Size, obj.MimeType)
+	return err
 }
 
 func (h *Uploads) uploadTTL() time.Duration {

@@ -174,10 +174,10 @@ var _ = Describe("upload endpoints", func() {
 		Entry("a PNG whatever its name and declared type", "/v1/uploads/images", "photo.bin", "application/octet-stream", uploadstest.PNG(8, 8), "image/png"),
 		Entry("WAV", "/v1/uploads/audios", "a.wav", "audio/wav", uploadstest.WAV(8000), "audio/wav"),
 		Entry("MP3", "/v1/uploads/audios", "a.mp3", "audio/mpeg", uploadstest.MP3(20), "audio/mpeg"),
-		Entry("M4A", "/v1/uploads/audios", "a.m4a", "audio/x-m4a", uploadstest.M4A(4096), "audio/mp4"),
-		Entry("MP4", "/v1/uploads/videos", "a.mp4", "video/mp4", uploadstest.MP4("isom", 4096), "video/mp4"),
-		Entry("MOV", "/v1/uploads/videos", "a.mov", "video/quicktime", uploadstest.MP4("qt  ", 4096), "video/quicktime"),
-		Entry("WebM", "/v1/uploads/videos", "a.webm", "video/webm", uploadstest.WebM(4096), "video/webm"),
+		Entry("M4A", "/v1/uploads/audios", "a.m4a", "audio/x-m4a", uploadstest.Movie("M4A ", 4, 4096, true), "audio/mp4"),
+		Entry("MP4", "/v1/uploads/videos", "a.mp4", "video/mp4", uploadstest.Movie("isom", 4, 4096, false), "video/mp4"),
+		Entry("MOV", "/v1/uploads/videos", "a.mov", "video/quicktime", uploadstest.Movie("qt  ", 4, 4096, true), "video/quicktime"),
+		Entry("WebM", "/v1/uploads/videos", "a.webm", "video/webm", uploadstest.WebMMovie(4, 4096), "video/webm"),
 	)
 
 	It("records the purpose, whether it comes before or after the file", func() {
@@ -211,6 +211,10 @@ var _ = Describe("upload endpoints", func() {
 			[]formPart{filePart("a.png", "image/png", uploadstest.PNG(4, 4)), {name: "purpose", value: strings.Repeat("p", 65)}}, "purpose must be at most 64 characters"),
 		Entry("an M4A audio to the video endpoint", "/v1/uploads/videos",
 			[]formPart{filePart("a.mp4", "video/mp4", uploadstest.M4A(1024))}, "unsupported or invalid video: allowed MP4, MOV, WebM"),
+		Entry("an M4A whose headers give no duration", "/v1/uploads/audios",
+			[]formPart{filePart("a.m4a", "audio/x-m4a", uploadstest.M4A(1024))}, "unsupported or invalid audio: allowed MP3, WAV, M4A"),
+		Entry("a WebM whose headers give no duration", "/v1/uploads/videos",
+			[]formPart{filePart("a.webm", "video/webm", uploadstest.WebM(1024))}, "unsupported or invalid video: allowed MP4, MOV, WebM"),
 		Entry("a PNG to the video endpoint", "/v1/uploads/videos",
 			[]formPart{filePart("a.mp4", "video/mp4", uploadstest.PNG(8, 8))}, "unsupported or invalid video: allowed MP4, MOV, WebM"),
 		Entry("a file under another field name", "/v1/uploads/audios",

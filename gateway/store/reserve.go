@@ -217,6 +217,14 @@ func (s *Store) closeReservation(ctx context.Context, tx *sql.Tx, requestID stri
 	if err != nil {
 		return fmt.Errorf("close reservation: %w", err)
 	}
+	if state == stateRefunded {
+		// A refunded request is not billable: its pre_consumed usage row
+		// (a task's held reservation) leaves the usage list with it.
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM usage_logs WHERE request_id = ? AND billing_phase = ?`),
+			requestID, PhasePreConsumed); err != nil {
+			return fmt.Errorf("drop pre-consumed usage row: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -101,8 +101,47 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 	return inserted, nil
 }
 
+// RecordTaskUsage writes a task's usage row. A settled row replaces the
+// task's pre_consumed row (its held reservation, listed while the task
+// runs): same log ID, dated at billing, and counted in the hourly rollup
+// only now. A pre_consumed row is written once; anything else is inserted
+// as InsertUsage does. It reports whether the row was written.
+func (s *Store) RecordTaskUsage(ctx context.Context, row UsageRow) (bool, error) {
+	if row.BillingPhase == PhasePreConsumed || row.Charge.Apply {
+		n, err := s.InsertUsage(ctx, []UsageRow{row})
+		return n > 0, err
+	}
+	row = s.withDefaults([]UsageRow{row})[0]
+	written := false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE usage_logs SET created_at = ?, token_name = ?, prompt_tokens = ?,
+			completion_tokens = ?, cache_tokens = ?, cache_creation_tokens = ?, reported_total_tokens = ?, total_tokens = ?,
+			billing_phase = ?, quota = ?, backend = ?
+			WHERE request_id = ? AND billing_phase = ?`),
+			row.CreatedAt, row.TokenName, row.PromptTokens, row.CompletionTokens, row.CacheTokens, row.CacheCreationTokens,
+			row.ReportedTotalTokens, row.PromptTokens+row.CompletionTokens, row.BillingPhase, int64(row.Quota), row.Backend,
+			row.RequestID, PhasePreConsumed)
+		if err != nil {
+			return fmt.Errorf("settle pre-consumed usage row: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			fresh, err := s.insertUsageChunk(ctx, tx, []UsageRow{row})
+			if err != nil || !fresh[row.RequestID] {
+				return err
+			}
+		}
+		written = true
+		return s.addHourly(ctx, tx, []UsageRow{row})
+	})
+	if err != nil {
+		return false, fmt.Errorf("record usage of %s: %w", row.RequestID, err)
+	}
+	return written, nil
+}
+
 // withDefaults returns rows with a zero created_at set to now and an empty
-// billing phase set to settled; the caller's slice is not modified.
+// billing phase set to unknown (a row without the metadata, such as one
+// spooled by an older gateway); the caller's slice is not modified.
 func (s *Store) withDefaults(rows []UsageRow) []UsageRow {
 	now := s.now()
 	out := slices.Clone(rows)
@@ -111,7 +150,7 @@ func (s *Store) withDefaults(rows []UsageRow) []UsageRow {
 			out[i].CreatedAt = now
 		}
 		if out[i].BillingPhase == "" {
-			out[i].BillingPhase = PhaseSettled
+			out[i].BillingPhase = PhaseUnknown
 		}
 	}
 	return out
@@ -366,6 +405,9 @@ func (s *Store) addHourly(ctx context.Context, tx *sql.Tx, rows []UsageRow) erro
 	}
 	sums := map[hourKey]hourSums{}
 	for _, r := range rows {
+		if r.BillingPhase == PhasePreConsumed {
+			continue // counted when it settles (RecordTaskUsage)
+		}
 		k := hourKey{r.UserID, hourFloor(r.CreatedAt), r.TokenID, r.ModelName}
 		v := sums[k]
 		v.count++

@@ -116,6 +116,9 @@ func (s *Store) ListUsage(ctx context.Context, uq UsageQuery) (Page[UsageRecord]
 			return err
 		}
 		r.Quota = billing.Quota(quota)
+		if r.BillingPhase == "" {
+			r.BillingPhase = PhaseUnknown // written without the metadata
+		}
 		p.Rows = append(p.Rows, r)
 		return nil
 	})
@@ -266,6 +269,10 @@ func (s *Store) cursorMAC(uq UsageQuery, body []byte) []byte {
 //
 // where hs is start rounded up and he is end rounded down to an hour. A
 // window inside one hour reads rows only.
+// settledOnly keeps held reservations (pre_consumed rows) out of the
+// summary, as the hourly rollup does: a summary counts charged requests.
+const settledOnly = ` AND billing_phase <> '` + PhasePreConsumed + `'`
+
 func summaryQuery(uq UsageQuery, afterToken int64, limit int) (string, []any) {
 	hs, he := hourFloor(uq.Start+3599), hourFloor(uq.End)
 	if hs >= he {
@@ -281,10 +288,10 @@ func summaryQuery(uq UsageQuery, afterToken int64, limit int) (string, []any) {
 			FROM usage_hourly WHERE user_id = ? AND hour_start >= ? AND hour_start < ? AND ` + filter + `
 			UNION ALL
 			SELECT token_id, 1, prompt_tokens, completion_tokens, quota
-			FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ? AND ` + filter + `
+			FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ? AND ` + filter + settledOnly + `
 			UNION ALL
 			SELECT token_id, 1, prompt_tokens, completion_tokens, quota
-			FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ? AND ` + filter + `
+			FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ? AND ` + filter + settledOnly + `
 		) parts GROUP BY token_id ORDER BY token_id LIMIT ?`
 	var args []any
 	args = append(append(args, uq.UserID, hs, he), fargs...)

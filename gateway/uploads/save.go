@@ -22,6 +22,10 @@ var (
 	ErrUnsupportedType = errors.New("unsupported file type")
 	// ErrTooLarge: the stream is longer than the kind's limit.
 	ErrTooLarge = errors.New("file too large")
+	// ErrEmpty: the stream has no bytes; it is also ErrUnsupportedType.
+	ErrEmpty = fmt.Errorf("%w: empty file", ErrUnsupportedType)
+	// ErrRead: reading the source failed (not the store).
+	ErrRead = errors.New("read failed")
 )
 
 // Kind is a family of accepted files: the types detected from the bytes and
@@ -122,7 +126,10 @@ func Save(ctx context.Context, blobs Putter, kind *Kind, keyBase string, r io.Re
 	head := make([]byte, SniffLen)
 	n, err := io.ReadFull(r, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return Object{}, fmt.Errorf("read upload: %w", err)
+		return Object{}, fmt.Errorf("%w: %w", ErrRead, err)
+	}
+	if n == 0 {
+		return Object{}, ErrEmpty
 	}
 	head = head[:n]
 	t, ok := kind.Detect(head)
@@ -135,6 +142,9 @@ func Save(ctx context.Context, blobs Putter, kind *Kind, keyBase string, r io.Re
 	if err != nil {
 		if body.Over {
 			return Object{}, ErrTooLarge
+		}
+		if body.ReadErr != nil {
+			return Object{}, fmt.Errorf("%w: %w", ErrRead, body.ReadErr)
 		}
 		return Object{}, err
 	}

@@ -55,6 +55,9 @@ type Error struct {
 	// Message is safe to show to the client (the upstream's own error
 	// message, or a description of the transport failure).
 	Message string
+	// Code is the upstream's error code (or, without one, its error type)
+	// when its body names one as a string (tasks).
+	Code string
 	// RetryAfter is the upstream's Retry-After, when it sent one (tasks).
 	RetryAfter time.Duration
 	// Retryable reports a failure worth trying again: a network failure, a
@@ -173,7 +176,8 @@ func textStatusError(status int, body []byte) *Error {
 // backend; other 4xx are the request's fault and fail it. On a poll, 429,
 // 408 and 5xx are retried later, other 4xx fail the task.
 func StatusError(x *Exchange, submit bool, now time.Time) *Error {
-	e := &Error{Status: x.Status, Message: ErrorMessage(x.Body), RetryAfter: ParseRetryAfter(x.Header.Get("Retry-After"), now)}
+	e := &Error{Status: x.Status, Message: ErrorMessage(x.Body), Code: ErrorCode(x.Body),
+		RetryAfter: ParseRetryAfter(x.Header.Get("Retry-After"), now)}
 	if e.Message == "" {
 		e.Message = http.StatusText(x.Status)
 	}
@@ -216,6 +220,33 @@ func ErrorMessage(body []byte) string {
 		}
 	}
 	return v.Message
+}
+
+// ErrorCode extracts the error code of {"error":{"code":…,"type":…}}: the
+// code when it is a string, else the type ("" when neither is).
+func ErrorCode(body []byte) string {
+	var v struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	return ErrorObjectCode(v.Error)
+}
+
+// ErrorObjectCode is ErrorCode of the error object itself.
+func ErrorObjectCode(raw json.RawMessage) string {
+	var e struct {
+		Code any    `json:"code"`
+		Type string `json:"type"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &e) != nil {
+		return ""
+	}
+	if c, ok := e.Code.(string); ok && c != "" {
+		return c
+	}
+	return e.Type
 }
 
 // MaxRetryAfter caps an upstream's Retry-After.

@@ -80,6 +80,9 @@ type Status struct {
 	VideoSeconds int64
 	// ErrorMessage says why the upstream failed the task (failed only).
 	ErrorMessage string
+	// ErrorCode is the upstream's error code for it, when it gave one as
+	// a string (content_policy_violation, …).
+	ErrorCode string
 	// RetryAfter is the upstream's requested wait before the next poll; 0
 	// when it asked for none.
 	RetryAfter time.Duration

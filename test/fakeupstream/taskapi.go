@@ -53,6 +53,8 @@ type TaskPlan struct {
 	RetryAfter string
 	// Fail, when set, makes the task fail with this message.
 	Fail string
+	// FailCode is that failure's error code; default generation_failed.
+	FailCode string
 	// Output is the bytes of each output, ContentType their type; default
 	// a small PNG (image tasks) or a small MP4 header (video tasks).
 	Output      []byte
@@ -290,7 +292,11 @@ func (f *TaskAPI) render(t *fakeTask) map[string]any {
 	switch {
 	case t.done != 0 && t.plan.Fail != "":
 		o["status"], o["progress"] = "failed", 0
-		o["error"] = map[string]any{"code": "generation_failed", "message": t.plan.Fail}
+		code := t.plan.FailCode
+		if code == "" {
+			code = "generation_failed"
+		}
+		o["error"] = map[string]any{"code": code, "message": t.plan.Fail}
 	case t.done != 0:
 		o["status"], o["progress"] = "completed", 100
 		o["completed_at"], o["expires_at"] = t.done, t.done+24*3600

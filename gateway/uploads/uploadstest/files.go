@@ -121,15 +121,24 @@ func M4A(payload int) []byte {
 // media data; brand "qt  " makes it a QuickTime movie (MOV).
 func MP4(brand string, payload int) []byte {
 	var b bytes.Buffer
-	be := func(v any) { _ = binary.Write(&b, binary.BigEndian, v) }
-	be(uint32(24))
+	ftyp(&b, brand)
+	mdat(&b, payload)
+	return b.Bytes()
+}
+
+// ftyp writes an "ftyp" box of a major brand, compatible with mp41.
+func ftyp(b *bytes.Buffer, brand string) {
+	_ = binary.Write(b, binary.BigEndian, uint32(24))
 	b.WriteString("ftyp" + brand)
-	be(uint32(0x200))
+	_ = binary.Write(b, binary.BigEndian, uint32(0x200))
 	b.WriteString(brand + "mp41")
-	be(uint32(8 + payload))
+}
+
+// mdat writes an "mdat" box of payload zero bytes.
+func mdat(b *bytes.Buffer, payload int) {
+	_ = binary.Write(b, binary.BigEndian, uint32(8+payload))
 	b.WriteString("mdat")
 	b.Write(make([]byte, payload))
-	return b.Bytes()
 }
 
 // WebM is an EBML header with the "webm" doc type and a Segment element of
@@ -161,4 +170,53 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// Movie is an ISO base media file of the given brand ("isom" MP4, "qt  "
+// MOV, "M4A " audio) whose moov/mvhd gives seconds (timescale 1000), with
+// payload bytes of media data; moovLast puts the moov box after the media
+// data, as files that were not made for fast start have it.
+func Movie(brand string, seconds float64, payload int, moovLast bool) []byte {
+	var b bytes.Buffer
+	be := func(v any) { _ = binary.Write(&b, binary.BigEndian, v) }
+	ftyp(&b, brand)
+	moov := func() {
+		be(uint32(8 + 8 + 100))
+		b.WriteString("moov")
+		be(uint32(8 + 100))
+		b.WriteString("mvhd")
+		mv := make([]byte, 100) // version 0: times, timescale, duration, then rate, volume, matrix…
+		binary.BigEndian.PutUint32(mv[12:16], 1000)
+		binary.BigEndian.PutUint32(mv[16:20], uint32(seconds*1000))
+		b.Write(mv)
+	}
+	if !moovLast {
+		moov()
+	}
+	mdat(&b, payload)
+	if moovLast {
+		moov()
+	}
+	return b.Bytes()
+}
+
+// WebMMovie is a WebM file whose Segment/Info gives seconds (a float64
+// Duration in milliseconds, the default TimecodeScale), then a Cluster of
+// payload bytes.
+func WebMMovie(seconds float64, payload int) []byte {
+	head := WebM(0)
+	head = head[:len(head)-12] // drop the empty Segment
+	var seg bytes.Buffer
+	seg.Write([]byte{0x15, 0x49, 0xA9, 0x66, 0x80 | 11})                     // Info, 11 bytes
+	seg.Write([]byte{0x44, 0x89, 0x88})                                      // Duration, 8 bytes
+	_ = binary.Write(&seg, binary.BigEndian, math.Float64bits(seconds*1000)) //
+	seg.Write([]byte{0x1F, 0x43, 0xB6, 0x75, 0x01, 0, 0, 0, 0, 0, 0, 0})     // Cluster, 8-byte size
+	binary.BigEndian.PutUint32(seg.Bytes()[seg.Len()-4:], uint32(payload))
+	seg.Write(make([]byte, payload))
+	var b bytes.Buffer
+	b.Write(head)
+	b.Write([]byte{0x18, 0x53, 0x80, 0x67, 0x01, 0, 0, 0, 0, 0, 0, 0})
+	binary.BigEndian.PutUint32(b.Bytes()[b.Len()-4:], uint32(seg.Len()))
+	b.Write(seg.Bytes())
+	return b.Bytes()
 }

@@ -235,7 +235,7 @@ func (t *task) status() upstream.Status {
 		if msg == "" {
 			msg = "the upstream failed the generation"
 		}
-		return upstream.Status{State: upstream.Failed, ErrorMessage: msg}
+		return upstream.Status{State: upstream.Failed, ErrorMessage: msg, ErrorCode: upstream.ErrorObjectCode(t.Error)}
 	}
 	return upstream.Status{State: upstream.Running, Progress: progress(t.Progress)}
 }
