@@ -15,8 +15,9 @@ import (
 	"github.com/modelgate/modelgate/test/framework"
 )
 
-// TestGeminiUpstream drives chat completions (openai-go) and messages
-// (anthropic-sdk-go), streaming and not, through a Gemini backend, and checks
+// TestGeminiUpstream drives chat completions and responses (openai-go) and
+// messages (anthropic-sdk-go), streaming and not, through a Gemini backend,
+// and checks
 // the answer, the request Gemini got, and that the usage row is exactly the
 // usageMetadata the fake reported: prompt (cached included), cached, and
 // output = candidates + thoughts, whose total is Google's totalTokenCount.
@@ -29,7 +30,7 @@ func TestGeminiUpstream(t *testing.T) {
 
 	var total int64
 	n := 0
-	for _, proto := range []string{"chat", "messages"} {
+	for _, proto := range []string{"chat", "messages", "responses"} {
 		for _, stream := range []bool{false, true} {
 			n++
 			desc := fmt.Sprintf("%s stream=%v", proto, stream)
