@@ -80,6 +80,13 @@ type gThinkingConfig struct {
 	ThinkingBudget  int64 `json:"thinkingBudget"`
 }
 
+// skipThoughtSignature goes on every functionCall part sent back. Gemini 3
+// refuses a function call of the current turn without the thoughtSignature
+// it returned with it, and no client protocol carries that signature back;
+// this is the value Google documents for history it did not sign
+// (ai.google.dev/gemini-api/docs/thought-signatures).
+const skipThoughtSignature = "skip_thought_signature_validator"
+
 // errGeminiImageURL: the Gemini API reads images inline (inlineData) or
 // from its own File API (fileData); it does not fetch arbitrary URLs.
 var errGeminiImageURL = errors.New("gemini upstream: images must be inline (data: URLs); image URLs are not supported")
@@ -123,7 +130,8 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 				parts = append(parts, gPart{InlineData: &gBlob{MimeType: mt, Data: data}})
 			case PartToolCall:
 				callNames[p.ID] = p.Name
-				parts = append(parts, gPart{FunctionCall: &gFuncCall{Name: p.Name, Args: validJSONOr(p.Arguments, "{}")}})
+				parts = append(parts, gPart{FunctionCall: &gFuncCall{Name: p.Name, Args: validJSONOr(p.Arguments, "{}")},
+					ThoughtSignature: skipThoughtSignature})
 			case PartToolResult:
 				name := callNames[p.ID]
 				if name == "" {

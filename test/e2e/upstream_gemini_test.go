@@ -144,8 +144,9 @@ func TestGeminiToolRoundTrip(t *testing.T) {
 		contents := fake.Last().JSON()["contents"].([]any)
 		g.Expect(contents).To(HaveLen(3))
 		g.Expect(contents[1]).To(HaveKeyWithValue("role", "model"))
-		g.Expect(contents[1].(map[string]any)["parts"]).To(ConsistOf(HaveKeyWithValue("functionCall",
-			And(HaveKeyWithValue("name", "get_weather"), HaveKeyWithValue("args", HaveKeyWithValue("city", "Paris"))))))
+		g.Expect(contents[1].(map[string]any)["parts"]).To(ConsistOf(And(
+			HaveKeyWithValue("functionCall", And(HaveKeyWithValue("name", "get_weather"), HaveKeyWithValue("args", HaveKeyWithValue("city", "Paris")))),
+			HaveKeyWithValue("thoughtSignature", "skip_thought_signature_validator"))))
 		g.Expect(contents[2]).To(HaveKeyWithValue("role", "user"))
 		g.Expect(contents[2].(map[string]any)["parts"]).To(ConsistOf(HaveKeyWithValue("functionResponse",
 			And(HaveKeyWithValue("name", "get_weather"), HaveKeyWithValue("response", HaveKeyWithValue("output", "sunny, 21 C"))))))
