@@ -55,7 +55,7 @@ type Error struct {
 	// Message is safe to show to the client (the upstream's own error
 	// message, or a description of the transport failure).
 	Message string
-	// RetryAfter is the upstream's Retry-After, when it sent one.
+	// RetryAfter is the upstream's Retry-After, when it sent one (tasks).
 	RetryAfter time.Duration
 	// Retryable reports a failure worth trying again: a network failure, a
 	// timeout, 408, 429 or 5xx. A text call moves on to the next backend; a

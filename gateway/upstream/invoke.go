@@ -110,6 +110,8 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 		eb, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
 		ue := textStatusError(resp.StatusCode, eb)
+		// Text calls keep the upstream's wait too: the handler holds the
+		// backend behind the others for it.
 		ue.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		return fail(ue)
 	}
