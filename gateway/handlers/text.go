@@ -322,6 +322,9 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 			return nil, cand, err
 		}
 		t.Router.Breaker.Failure(cand.Key())
+		if ue, ok := upstream.As(err); ok {
+			t.Router.Breaker.Hold(cand.Key(), ue.RetryAfter)
+		}
 		log.FromContext(ctx).Info("upstream attempt failed; trying the next backend",
 			"model", c.req.Model, "backend", cand.Backend.Name, "error", err.Error())
 	}
@@ -505,6 +508,9 @@ func (t *Text) release(ctx context.Context, c textCall) {
 func (t *Text) writeUpstreamError(w http.ResponseWriter, err error) {
 	if ue, ok := upstream.As(err); ok {
 		if ue.Retryable {
+			if ue.RetryAfter > 0 {
+				apierr.RetryAfter(w, ue.RetryAfter) // the last upstream's own wait
+			}
 			t.p.fail(w, http.StatusBadGateway, "upstream_unavailable", "every upstream for this model failed; retry later")
 			return
 		}

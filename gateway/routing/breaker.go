@@ -26,6 +26,9 @@ type breakerState struct {
 	openUntil time.Time
 	cooldown  time.Duration
 	probing   bool
+	// holdUntil is when a backend that asked for quiet (Retry-After) may
+	// come first in a plan again.
+	holdUntil time.Time
 }
 
 // NewBreaker returns a breaker with the gateway's defaults.
@@ -38,7 +41,13 @@ func (b *Breaker) Allow(key string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.state[key]
-	if s == nil || s.failures < b.Threshold {
+	if s == nil {
+		return true
+	}
+	if !s.holdUntil.IsZero() && b.Clock.Now().Before(s.holdUntil) {
+		return false
+	}
+	if s.failures < b.Threshold {
 		return true
 	}
 	if b.Clock.Now().Before(s.openUntil) || s.probing {
@@ -53,6 +62,28 @@ func (b *Breaker) Success(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.state, key)
+}
+
+// Hold keeps a backend behind the others for d: it answered 429 or 503
+// with a Retry-After, so requests that have another backend go there until
+// then (one with no other still tries it). A success ends the hold.
+func (b *Breaker) Hold(key string, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == nil {
+		b.state = map[string]*breakerState{}
+	}
+	s := b.state[key]
+	if s == nil {
+		s = &breakerState{}
+		b.state[key] = s
+	}
+	if until := b.Clock.Now().Add(d); until.After(s.holdUntil) {
+		s.holdUntil = until
+	}
 }
 
 // Failure counts a failure and opens the breaker at the threshold.

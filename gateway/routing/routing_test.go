@@ -94,3 +94,29 @@ func TestBreakerCoolsDownAndProbes(t *testing.T) {
 	g.Expect(b.Allow(key)).To(BeTrue())
 	g.Expect(b.Allow(key)).To(BeTrue(), "closed again")
 }
+
+func TestBreakerHold(t *testing.T) {
+	g := NewWithT(t)
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	b := &Breaker{Threshold: 3, Cooldown: 10 * time.Second, MaxCooldown: 40 * time.Second, Clock: clk}
+	rt := route(
+		v1.Backend{Name: "a", Weight: 1, Groups: []v1.GroupName{"default"}},
+		v1.Backend{Name: "b", Weight: 1, Groups: []v1.GroupName{"default"}},
+	)
+	r := &Router{Breaker: b, Float: func() float64 { return 0 }}
+	key := r.Plan(rt, []string{"default"})[0].Key()
+
+	b.Hold(key, 0)
+	g.Expect(b.Allow(key)).To(BeTrue(), "no wait, no hold")
+	b.Failure(key)
+	b.Hold(key, 20*time.Second)
+	b.Hold(key, 5*time.Second) // a shorter wait does not shorten the hold
+	g.Expect(b.Allow(key)).To(BeFalse(), "held below the failure threshold")
+	g.Expect(names(r.Plan(rt, []string{"default"}))).To(Equal([]string{"b", "a"}), "a held backend goes last")
+	clk.SetTime(clk.Now().Add(21 * time.Second))
+	g.Expect(b.Allow(key)).To(BeTrue(), "the wait is over")
+
+	b.Hold(key, time.Minute)
+	b.Success(key)
+	g.Expect(b.Allow(key)).To(BeTrue(), "a success ends the hold")
+}

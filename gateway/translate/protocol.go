@@ -14,9 +14,12 @@ const (
 	Messages        Protocol = "messages"
 	ChatCompletions Protocol = "chat_completions"
 	Responses       Protocol = "responses"
+	// Gemini is Google's generateContent API. It is an upstream protocol
+	// only: no client speaks it to the gateway, so it is not Valid.
+	Gemini Protocol = "gemini"
 )
 
-// Valid reports whether p is one of the known protocols.
+// Valid reports whether p is one of the protocols clients speak.
 func (p Protocol) Valid() bool {
 	return p == Messages || p == ChatCompletions || p == Responses
 }

@@ -1,11 +1,16 @@
 package translate
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
 )
+
+// errUpstreamOnly: the gateway neither reads requests in the gemini
+// protocol nor answers in it.
+var errUpstreamOnly = errors.New("translate: gemini is an upstream protocol only")
 
 // DecodeRequest parses a request body of protocol p into the neutral form.
 func DecodeRequest(p Protocol, body []byte) (*Request, error) {
@@ -16,6 +21,8 @@ func DecodeRequest(p Protocol, body []byte) (*Request, error) {
 		return decodeChatRequest(body)
 	case Responses:
 		return decodeResponsesRequest(body)
+	case Gemini:
+		return nil, errUpstreamOnly
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
 }
@@ -29,6 +36,8 @@ func EncodeRequest(p Protocol, r *Request, model string) ([]byte, error) {
 		return encodeChatRequest(r, model)
 	case Responses:
 		return encodeResponsesRequest(r, model)
+	case Gemini:
+		return encodeGeminiRequest(r, model)
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
 }
@@ -43,6 +52,8 @@ func DecodeResponse(p Protocol, body []byte) (*Response, error) {
 		return decodeChatResponse(body)
 	case Responses:
 		return decodeResponsesResponse(body)
+	case Gemini:
+		return decodeGeminiResponse(body)
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
 }
@@ -57,6 +68,8 @@ func EncodeResponse(p Protocol, r *Response) ([]byte, error) {
 		return encodeChatResponse(r)
 	case Responses:
 		return encodeResponsesResponse(r)
+	case Gemini:
+		return nil, errUpstreamOnly
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
 }
@@ -73,6 +86,8 @@ func ResponseUsage(p Protocol, body []byte) (Usage, bool) {
 		u, ok = chatUsageOf(body)
 	case Responses:
 		u, ok = responsesUsageOf(body)
+	case Gemini:
+		u, ok = geminiUsageOf(body)
 	}
 	return u.nonNegative(), ok
 }
@@ -144,6 +159,8 @@ func NewStreamEncoder(p Protocol, model string, includeUsage bool) StreamEncoder
 		return encoderFunc(newMessagesEncoder(model).encode)
 	case ChatCompletions:
 		return encoderFunc(newChatEncoder(model, includeUsage).encode)
+	case Gemini:
+		return encoderFunc(newGeminiEncoder().encode)
 	default:
 		return encoderFunc(newResponsesEncoder(model).encode)
 	}
@@ -160,6 +177,8 @@ func newStreamDecoder(p Protocol) streamDecoder {
 		return &messagesDecoder{}
 	case ChatCompletions:
 		return newChatDecoder()
+	case Gemini:
+		return &geminiDecoder{}
 	default:
 		return newResponsesDecoder()
 	}

@@ -109,7 +109,11 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 	if resp.StatusCode >= 300 {
 		eb, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
-		return fail(textStatusError(resp.StatusCode, eb))
+		ue := textStatusError(resp.StatusCode, eb)
+		// Text calls keep the upstream's wait too: the handler holds the
+		// backend behind the others for it.
+		ue.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return fail(ue)
 	}
 
 	res := &Result{Upstream: up, Translated: up != client, cancel: cancel}

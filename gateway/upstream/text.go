@@ -16,6 +16,8 @@ const (
 	Messages        = translate.Messages
 	ChatCompletions = translate.ChatCompletions
 	Responses       = translate.Responses
+	// Gemini is an upstream protocol only (no client speaks it).
+	Gemini = translate.Gemini
 )
 
 // Usage is the token accounting of one generation; see translate.Usage.

@@ -21,8 +21,8 @@ import (
 	"github.com/modelgate/modelgate/test/framework"
 )
 
-// startFake starts a fake upstream of the given provider ("anthropic" or
-// "openai") and stops it with the test.
+// startFake starts a fake upstream of the given provider ("anthropic",
+// "openai" or "gemini") and stops it with the test.
 func startFake(t *testing.T, provider string) *fakeupstream.Server {
 	t.Helper()
 	var s *fakeupstream.Server
@@ -31,6 +31,8 @@ func startFake(t *testing.T, provider string) *fakeupstream.Server {
 		s = fakeupstream.NewAnthropic()
 	case "openai":
 		s = fakeupstream.NewOpenAI()
+	case "gemini":
+		s = fakeupstream.NewGemini()
 	default:
 		t.Fatalf("no fake for provider %q", provider)
 	}

@@ -1,5 +1,6 @@
 // Package fakeupstream provides HTTP servers that answer like the public
-// Anthropic Messages API and the OpenAI Chat Completions and Responses APIs,
+// Anthropic Messages API, the OpenAI Chat Completions and Responses APIs and
+// the Google Gemini API (generateContent),
 // for tests that drive the gateway against "real" upstreams over the
 // network.
 //
@@ -44,7 +45,8 @@ type Usage struct {
 	// have no equivalent and ignore it.
 	CacheWrite *int64
 	// ReasoningTokens are reported by the OpenAI formats (inside
-	// OutputTokens).
+	// OutputTokens), and by Gemini as thoughtsTokenCount (its
+	// candidatesTokenCount is OutputTokens minus these).
 	ReasoningTokens int64
 }
 
@@ -81,6 +83,8 @@ type Reply struct {
 	Status       int
 	ErrorType    string
 	ErrorMessage string
+	// RetryDelay, with Status, is Gemini's RetryInfo retryDelay ("7s").
+	RetryDelay string
 	// Reset closes the connection without any response.
 	Reset bool
 	// Hang holds the request until the client gives up (or the server is
@@ -115,6 +119,8 @@ type Reply struct {
 type Request struct {
 	Method string
 	Path   string
+	// Query is the raw query string (Gemini's alt=sse).
+	Query  string
 	Header http.Header
 	Body   []byte
 	// Rejected is set when the server answered with an error of its own
@@ -129,14 +135,21 @@ func (r Request) JSON() map[string]any {
 	return m
 }
 
-// Model is the body's model field.
+// Model is the body's model field, or for Gemini the path's model.
 func (r Request) Model() string {
+	if m, _, ok := geminiPath(r.Path); ok {
+		return m
+	}
 	s, _ := r.JSON()["model"].(string)
 	return s
 }
 
-// Stream is the body's stream flag.
+// Stream is the body's stream flag, or for Gemini whether the method is
+// streamGenerateContent.
 func (r Request) Stream() bool {
+	if _, method, ok := geminiPath(r.Path); ok {
+		return method == "streamGenerateContent"
+	}
 	b, _ := r.JSON()["stream"].(bool)
 	return b
 }
@@ -146,6 +159,7 @@ type kind int
 const (
 	kindAnthropic kind = iota
 	kindOpenAI
+	kindGemini
 )
 
 // Server is a fake upstream API on a loopback port. Its methods are safe
@@ -235,7 +249,7 @@ func cloneRequests(mu *sync.Mutex, log *[]Request) []Request {
 	defer mu.Unlock()
 	out := make([]Request, len(*log))
 	for i, r := range *log {
-		out[i] = Request{Method: r.Method, Path: r.Path, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected}
+		out[i] = Request{Method: r.Method, Path: r.Path, Query: r.Query, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected}
 	}
 	return out
 }
@@ -275,7 +289,7 @@ func RefusedURL() string {
 func (s *Server) record(r *http.Request, body []byte) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	return len(s.reqs) - 1
 }
 
@@ -321,11 +335,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}()
 	body, _ := io.ReadAll(r.Body)
 	i := s.record(r, body)
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header, Body: body}
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Body: body}
 	var ok bool
 	switch s.kind {
 	case kindAnthropic:
 		ok = s.checkAnthropic(w, r, body)
+	case kindGemini:
+		ok = s.checkGemini(w, r, body)
 	default:
 		ok = s.checkOpenAI(w, r, body)
 	}
@@ -352,12 +368,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case reply.Reset:
 		panic(http.ErrAbortHandler) // closes the connection without a response
+	case reply.Status != 0 && s.kind == kindGemini:
+		msg := reply.ErrorMessage
+		if msg == "" {
+			msg = http.StatusText(reply.Status)
+		}
+		writeJSON(w, reply.Status, geminiError(reply.Status, msg, reply.RetryDelay))
+		return
 	case reply.Status != 0:
 		s.writeError(w, reply.Status, reply.ErrorType, reply.ErrorMessage)
 		return
 	}
 	stream := req.Stream() && !reply.IgnoreStream
 	switch {
+	case s.kind == kindGemini:
+		s.geminiReply(w, r, req.Model(), reply, stream)
 	case s.kind == kindAnthropic:
 		s.anthropicReply(w, r, req, reply, stream)
 	case r.URL.Path == "/v1/responses":
@@ -481,7 +506,10 @@ func (s *sseWriter) failure() {
 			msg = "Overloaded"
 		}
 		typ := r.ErrorType
-		if s.srv.kind == kindAnthropic {
+		if s.srv.kind == kindGemini {
+			// A stream that fails after it began ends with an error chunk.
+			s.write("", geminiError(http.StatusServiceUnavailable, msg, ""))
+		} else if s.srv.kind == kindAnthropic {
 			if typ == "" {
 				typ = "overloaded_error"
 			}
@@ -531,7 +559,11 @@ func (s *sseWriter) write(name string, data any) {
 	}
 	buf.WriteString("data: ")
 	buf.Write(b)
-	buf.WriteString("\n\n")
+	if s.srv.kind == kindGemini {
+		buf.WriteString("\r\n\r\n") // Google's SSE frames end in CRLF
+	} else {
+		buf.WriteString("\n\n")
+	}
 	_, _ = s.w.Write(buf.Bytes())
 	http.NewResponseController(s.w).Flush()
 }
