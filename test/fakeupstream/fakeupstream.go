@@ -115,6 +115,8 @@ type Reply struct {
 type Request struct {
 	Method string
 	Path   string
+	// Query is the raw query string (Azure's api-version).
+	Query  string
 	Header http.Header
 	Body   []byte
 	// Rejected is set when the server answered with an error of its own
@@ -146,6 +148,7 @@ type kind int
 const (
 	kindAnthropic kind = iota
 	kindOpenAI
+	kindAzure
 )
 
 // Server is a fake upstream API on a loopback port. Its methods are safe
@@ -163,6 +166,8 @@ type Server struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	seq      int
+	// deployments are the Azure deployments that exist (none: any name).
+	deployments map[string]bool
 }
 
 // NewAnthropic starts a fake of the Anthropic Messages API
@@ -235,7 +240,7 @@ func cloneRequests(mu *sync.Mutex, log *[]Request) []Request {
 	defer mu.Unlock()
 	out := make([]Request, len(*log))
 	for i, r := range *log {
-		out[i] = Request{Method: r.Method, Path: r.Path, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected}
+		out[i] = Request{Method: r.Method, Path: r.Path, Query: r.Query, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected}
 	}
 	return out
 }
@@ -275,7 +280,7 @@ func RefusedURL() string {
 func (s *Server) record(r *http.Request, body []byte) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	return len(s.reqs) - 1
 }
 
@@ -326,6 +331,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	switch s.kind {
 	case kindAnthropic:
 		ok = s.checkAnthropic(w, r, body)
+	case kindAzure:
+		ok = s.checkAzure(w, r, body)
 	default:
 		ok = s.checkOpenAI(w, r, body)
 	}
@@ -370,6 +377,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 func (s *Server) writeError(w http.ResponseWriter, status int, typ, msg string) {
 	if msg == "" {
 		msg = http.StatusText(status)
+	}
+	if s.kind == kindAzure {
+		writeAzureError(w, status, typ, msg)
+		return
 	}
 	if s.kind == kindAnthropic {
 		if typ == "" {
