@@ -106,7 +106,13 @@ func (r *GenerationTaskReconciler) submitUpstream(ctx context.Context, t *v1.Gen
 			return r.failover(ctx, t, sub, route, b, now, ue)
 		}
 		log.FromContext(ctx).Info("upstream refused the task", "task", t.Spec.TaskID, "backend", b.Name, "status", ue.Status, "error", ue.Error())
-		return ctrl.Result{}, r.fail(ctx, t, now, "the upstream rejected the request: "+ue.Message)
+		if err := r.fail(ctx, t, now, "the upstream rejected the request: "+ue.Message); err != nil {
+			return ctrl.Result{}, err
+		}
+		if ue.Code != "" {
+			st.Error.Code = ue.Code
+		}
+		return ctrl.Result{}, nil
 	}
 	if s.ID == "" && s.Final == nil {
 		return ctrl.Result{}, r.fail(ctx, t, now, "the upstream accepted the task without naming it")
@@ -178,7 +184,13 @@ func (r *GenerationTaskReconciler) upstreamFinal(ctx context.Context, t *v1.Gene
 		if msg == "" {
 			msg = "the upstream failed the generation"
 		}
-		return ctrl.Result{}, r.fail(ctx, t, now, msg)
+		if err := r.fail(ctx, t, now, msg); err != nil {
+			return ctrl.Result{}, err
+		}
+		if s.ErrorCode != "" {
+			t.Status.Error.Code = s.ErrorCode
+		}
+		return ctrl.Result{}, nil
 	}
 	res, err := r.storeOutputs(ctx, t, sub, b, s.Outputs)
 	if err != nil {

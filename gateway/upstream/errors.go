@@ -62,6 +62,9 @@ type Error struct {
 	// task retries the same backend later. Other failures (a configuration
 	// problem, an unsupported request, a 4xx) are not.
 	Retryable bool
+	// Code is the task error code a Permanent task error fails the task
+	// with (CodePolicy); empty means the controller's generic code.
+	Code string
 	// Body is the upstream's error body, when there was one (text calls, at
 	// most 64 KiB).
 	Body []byte

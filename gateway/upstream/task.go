@@ -80,6 +80,9 @@ type Status struct {
 	VideoSeconds int64
 	// ErrorMessage says why the upstream failed the task (failed only).
 	ErrorMessage string
+	// ErrorCode is the task's error code when the failure has one of its
+	// own (CodePolicy); empty means the controller's generic code.
+	ErrorCode string
 	// RetryAfter is the upstream's requested wait before the next poll; 0
 	// when it asked for none.
 	RetryAfter time.Duration
@@ -91,6 +94,10 @@ type Status struct {
 	// the next poll.
 	NextPoll time.Duration
 }
+
+// CodePolicy is the task error code of a generation the upstream refused
+// for its content (the contract's content_policy_violation).
+const CodePolicy = "content_policy_violation"
 
 // ImageUsage is an image model's token usage as OpenAI's Images API and
 // this contract's task object report it.
