@@ -56,7 +56,9 @@ type Error struct {
 	// message, or a description of the transport failure).
 	Message string
 	// Code is the upstream's error code (or, without one, its error type)
-	// when its body names one as a string (tasks).
+	// when its body names one as a string, or CodePolicy from an adapter
+	// that classified the failure itself (tasks); the controller maps it to
+	// the task's error code, empty meaning its generic one.
 	Code string
 	// RetryAfter is the upstream's Retry-After, when it sent one (tasks).
 	RetryAfter time.Duration

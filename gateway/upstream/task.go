@@ -80,8 +80,10 @@ type Status struct {
 	VideoSeconds int64
 	// ErrorMessage says why the upstream failed the task (failed only).
 	ErrorMessage string
-	// ErrorCode is the upstream's error code for it, when it gave one as
-	// a string (content_policy_violation, …).
+	// ErrorCode is the upstream's error code for the failure when it gave
+	// one as a string (content_policy_violation, moderation_blocked, or
+	// CodePolicy from an adapter that classified it); the controller maps it
+	// to the task's error code, empty meaning its generic one.
 	ErrorCode string
 	// RetryAfter is the upstream's requested wait before the next poll; 0
 	// when it asked for none.
@@ -94,6 +96,10 @@ type Status struct {
 	// the next poll.
 	NextPoll time.Duration
 }
+
+// CodePolicy is the task error code of a generation the upstream refused
+// for its content (the contract's content_policy_violation).
+const CodePolicy = "content_policy_violation"
 
 // ImageUsage is an image model's token usage as OpenAI's Images API and
 // this contract's task object report it.

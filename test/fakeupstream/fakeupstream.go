@@ -119,7 +119,7 @@ type Reply struct {
 type Request struct {
 	Method string
 	Path   string
-	// Query is the raw query string (Gemini's alt=sse).
+	// Query is the raw query string (Gemini's alt=sse, Azure's api-version).
 	Query  string
 	Header http.Header
 	Body   []byte
@@ -160,6 +160,7 @@ const (
 	kindAnthropic kind = iota
 	kindOpenAI
 	kindGemini
+	kindAzure
 )
 
 // Server is a fake upstream API on a loopback port. Its methods are safe
@@ -177,6 +178,8 @@ type Server struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	seq      int
+	// deployments are the Azure deployments that exist (none: any name).
+	deployments map[string]bool
 }
 
 // NewAnthropic starts a fake of the Anthropic Messages API
@@ -342,6 +345,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		ok = s.checkAnthropic(w, r, body)
 	case kindGemini:
 		ok = s.checkGemini(w, r, body)
+	case kindAzure:
+		ok = s.checkAzure(w, r, body)
 	default:
 		ok = s.checkOpenAI(w, r, body)
 	}
@@ -395,6 +400,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 func (s *Server) writeError(w http.ResponseWriter, status int, typ, msg string) {
 	if msg == "" {
 		msg = http.StatusText(status)
+	}
+	if s.kind == kindAzure {
+		writeAzureError(w, status, typ, msg)
+		return
 	}
 	if s.kind == kindAnthropic {
 		if typ == "" {

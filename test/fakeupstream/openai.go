@@ -28,7 +28,7 @@ func (s *Server) checkOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 	if r.URL.Path == "/v1/responses" {
 		msg = validateResponses(body)
 	} else {
-		msg = validateChat(body)
+		msg = validateChat(body, true)
 	}
 	if msg != "" {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", msg)
@@ -42,7 +42,9 @@ func (s *Server) writeOpenAIAuthError(w http.ResponseWriter, msg string) {
 		"message": msg, "type": "invalid_request_error", "param": nil, "code": "invalid_api_key"}})
 }
 
-func validateChat(body []byte) string {
+// validateChat checks a chat completions body; needModel is false for
+// Azure's deployment URLs, where the deployment names the model.
+func validateChat(body []byte, needModel bool) string {
 	var req struct {
 		Model    *string `json:"model"`
 		Messages []struct {
@@ -64,7 +66,7 @@ func validateChat(body []byte) string {
 		return "We could not parse the JSON body of your request. " + err.Error()
 	}
 	switch {
-	case req.Model == nil || *req.Model == "":
+	case needModel && (req.Model == nil || *req.Model == ""):
 		return "you must provide a model parameter"
 	case len(req.Messages) == 0:
 		return "[] is too short - 'messages'"
@@ -140,6 +142,10 @@ func (s *Server) callID(r Reply) string {
 
 func (s *Server) chatReply(w http.ResponseWriter, hr *http.Request, req Request, r Reply, stream bool) {
 	model := req.Model()
+	azure := s.kind == kindAzure
+	if azure {
+		model = AzureModel
+	}
 	u := r.usage()
 	id := s.id("chatcmpl-")
 	created := time.Now().Unix()
@@ -164,6 +170,11 @@ func (s *Server) chatReply(w http.ResponseWriter, hr *http.Request, req Request,
 		if r.NoUsage {
 			delete(out, "usage")
 		}
+		if azure {
+			out["prompt_filter_results"] = azurePromptFilters()
+			out["choices"].([]any)[0].(map[string]any)["content_filter_results"] = azureFilters()
+			delete(out, "service_tier")
+		}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
@@ -175,10 +186,20 @@ func (s *Server) chatReply(w http.ResponseWriter, hr *http.Request, req Request,
 	_ = json.Unmarshal(req.Body, &opts)
 	includeUsage := opts.StreamOptions.IncludeUsage && !r.NoUsage
 	sw := s.startSSE(w, hr, r)
+	if azure {
+		// Azure's first chunk reports the prompt's filter results only:
+		// no choices, empty id, model and object.
+		sw.event("", map[string]any{"id": "", "object": "", "created": 0, "model": "", "choices": []any{},
+			"prompt_filter_results": azurePromptFilters()})
+	}
 	chunk := func(delta map[string]any, finish any) {
+		choice := map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}
 		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-			"service_tier": "default", "system_fingerprint": "fp_fake",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}}
+			"service_tier": "default", "system_fingerprint": "fp_fake", "choices": []any{choice}}
+		if azure {
+			delete(c, "service_tier")
+			choice["content_filter_results"] = map[string]any{}
+		}
 		if includeUsage {
 			c["usage"] = nil
 		}

@@ -4,6 +4,7 @@ package builtin
 import (
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
+	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
 	"github.com/modelgate/modelgate/gateway/upstream/gemini"
 	"github.com/modelgate/modelgate/gateway/upstream/openai"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
@@ -15,6 +16,7 @@ import (
 // failure counters), so every user must see the same instances.
 var registry = upstream.NewRegistry(
 	upstream.Entry{Name: anthropic.Name, Adapter: anthropic.New(nil)},
+	upstream.Entry{Name: azureopenai.Name, Adapter: azureopenai.New(nil)},
 	upstream.Entry{Name: openai.Name, Adapter: openai.New(nil)},
 	upstream.Entry{Name: gemini.Name, Adapter: gemini.New(nil)},
 	upstream.Entry{Name: simulated.Name, Adapter: simulated.Adapter{Provider: simulated.New(upstream.Messages)}},

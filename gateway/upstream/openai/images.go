@@ -16,7 +16,7 @@
 // {"error": {"message", "type", "param", "code"}}.
 //
 // Reference images (image_urls) need the edits endpoint, which this adapter
-// does not speak: such a task moves to another backend. Video tasks too.
+// does not speak: such a task moves to another backend.
 
 package openai
 
@@ -72,10 +72,10 @@ type wireResponse struct {
 }
 
 // Submit implements upstream.TaskAdapter: it generates the images and returns
-// them as the final result.
-func (*Provider) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
-	if c.Kind != upstream.Image {
-		return upstream.Submitted{}, upstream.Unsupported("backend %q (openai) generates images only", c.Backend.Name)
+// them as the final result (videos: videos.go).
+func (p *Provider) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
+	if c.Kind == upstream.Video {
+		return p.submitVideo(ctx, c)
 	}
 	if err := upstream.CheckBase(c.Backend); err != nil {
 		return upstream.Submitted{}, err
@@ -150,9 +150,12 @@ func (*Provider) Submit(ctx context.Context, c upstream.Call) (upstream.Submitte
 	return upstream.Submitted{Final: &st}, nil
 }
 
-// Poll implements upstream.TaskAdapter. The Images API is synchronous: there is
+// Poll implements upstream.TaskAdapter (videos: videos.go). The Images API is synchronous: there is
 // no task to poll, so a task found waiting on it lost its result.
-func (*Provider) Poll(context.Context, upstream.Call, string) (upstream.Status, error) {
+func (p *Provider) Poll(ctx context.Context, c upstream.Call, id string) (upstream.Status, error) {
+	if c.Kind == upstream.Video {
+		return p.pollVideo(ctx, c, id)
+	}
 	return upstream.Status{}, &upstream.Error{Class: upstream.Permanent,
 		Message: "the OpenAI Images API is synchronous and has no task to poll"}
 }

@@ -1,6 +1,7 @@
 // Package openai is the adapter for upstreams that speak OpenAI's APIs: Chat
 // Completions and Responses for text, the Images API for image tasks
-// (images.go). One route backend kind, "openai", serves both.
+// (images.go), the Videos API for video tasks (videos.go). One route backend
+// kind, "openai", serves all three.
 package openai
 
 import (
