@@ -100,11 +100,13 @@ func TestVideoFailures(t *testing.T) {
 		g.Expect(ue.RetryAfter).To(Equal(want))
 	}
 
-	// A bad request is permanent without a code; too long a video goes elsewhere.
+	// A bad request is permanent and keeps the upstream's own code, which
+	// is no policy code (the task fails with generation_failed); too long a
+	// video goes elsewhere.
 	_, err = p.Submit(ctx, videoCall(f, `{"prompt":""}`, 0))
 	ue = classOf(t, err)
 	g.Expect(ue.Class).To(Equal(upstream.Permanent))
-	g.Expect(ue.Code).To(BeEmpty())
+	g.Expect(ue.Code).To(Equal("missing_required_parameter"))
 	_, err = p.Submit(ctx, videoCall(f, `{"prompt":"x","duration":20}`, 20))
 	g.Expect(classOf(t, err).Class).To(Equal(upstream.Failover))
 
