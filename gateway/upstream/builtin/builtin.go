@@ -5,6 +5,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
 	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
+	"github.com/modelgate/modelgate/gateway/upstream/bfl"
 	"github.com/modelgate/modelgate/gateway/upstream/gemini"
 	"github.com/modelgate/modelgate/gateway/upstream/openai"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
@@ -18,6 +19,7 @@ var registry = upstream.NewRegistry(
 	upstream.Entry{Name: anthropic.Name, Adapter: anthropic.New(nil)},
 	upstream.Entry{Name: azureopenai.Name, Adapter: azureopenai.New(nil)},
 	upstream.Entry{Name: openai.Name, Adapter: openai.New(nil)},
+	upstream.Entry{Name: bfl.Name, Adapter: bfl.New()},
 	upstream.Entry{Name: gemini.Name, Adapter: gemini.New(nil)},
 	upstream.Entry{Name: simulated.Name, Adapter: simulated.Adapter{Provider: simulated.New(upstream.Messages)}},
 	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
