@@ -6,6 +6,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
 	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
 	"github.com/modelgate/modelgate/gateway/upstream/bfl"
+	"github.com/modelgate/modelgate/gateway/upstream/dashscope"
 	"github.com/modelgate/modelgate/gateway/upstream/gemini"
 	"github.com/modelgate/modelgate/gateway/upstream/openai"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
@@ -24,6 +25,7 @@ var registry = upstream.NewRegistry(
 	upstream.Entry{Name: simulated.Name, Adapter: simulated.Adapter{Provider: simulated.New(upstream.Messages)}},
 	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
 	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
+	upstream.Entry{Name: dashscope.Name, Adapter: dashscope.Adapter{}},
 )
 
 // Registry returns the built-in adapters.
