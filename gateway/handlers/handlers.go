@@ -17,6 +17,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -142,4 +143,16 @@ func (d *Deps) selectPrice(namespace, model, group string, f pricing.Facts) (*pr
 		rule, err = d.RecheckPrices().Select(namespace, model, group, f)
 	}
 	return rule, err
+}
+
+// storedDuration reads a stored audio or video file's duration from its
+// container headers (the upload check and the submission's 15-second
+// totals both use it).
+func (d *Deps) storedDuration(ctx context.Context, key string) (time.Duration, error) {
+	rd, err := d.Blobs.Open(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = rd.Close() }()
+	return mediaduration.Of(rd, rd.Size(), rd.ContentType())
 }

@@ -305,16 +305,6 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 	return 0, ""
 }
 
-// storedDuration reads a stored file's duration from its headers.
-func (m *Media) storedDuration(ctx context.Context, key string) (time.Duration, error) {
-	rd, err := m.Blobs.Open(ctx, key)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = rd.Close() }()
-	return mediaduration.Of(rd, rd.Size(), rd.ContentType())
-}
-
 // mediaEstimate is the reservation request: n outputs (pre-deducted), the
 // reference images, and the requested duration (the model's maximum when
 // the model decides).

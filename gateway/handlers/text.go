@@ -313,18 +313,16 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 		}
 		attemptFailed(attempt, err)
 		lastErr = err
-		status := 0
+		status, retryAfter := 0, time.Duration(0)
 		if ue, ok := upstream.As(err); ok {
-			status = ue.Status
+			status, retryAfter = ue.Status, ue.RetryAfter
 		}
 		metrics.UpstreamErrors.WithLabelValues(cand.Backend.Name, strconv.Itoa(status)).Inc()
 		if ctx.Err() != nil || !upstream.IsRetryable(err) {
 			return nil, cand, err
 		}
 		t.Router.Breaker.Failure(cand.Key())
-		if ue, ok := upstream.As(err); ok {
-			t.Router.Breaker.Hold(cand.Key(), ue.RetryAfter)
-		}
+		t.Router.Breaker.Hold(cand.Key(), retryAfter)
 		log.FromContext(ctx).Info("upstream attempt failed; trying the next backend",
 			"model", c.req.Model, "backend", cand.Backend.Name, "error", err.Error())
 	}

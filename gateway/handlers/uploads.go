@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -146,7 +145,7 @@ func (h *Uploads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Audio and video must be playable files, not only the right
 		// magic bytes: their duration is read from the headers, as the
 		// 15-second limits of the video models will need it.
-		if err := h.probe(ctx, obj); err != nil {
+		if _, err := h.storedDuration(ctx, obj.Key); err != nil {
 			h.discard(r, obj)
 			if errors.Is(err, mediaduration.ErrUnknown) {
 				apierr.Simple(w, http.StatusBadRequest, h.Unsupported)
@@ -177,17 +176,6 @@ func (h *Uploads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"message": "",
 		"data":    uploadView{ID: id, URL: url, MimeType: obj.MimeType, Size: obj.Size},
 	})
-}
-
-// probe reads the stored file's duration from its container headers.
-func (h *Uploads) probe(ctx context.Context, obj *uploads.Object) error {
-	rd, err := h.Blobs.Open(ctx, obj.Key)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = rd.Close() }()
-	_, err = mediaduration.Of(rd, obj.Size, obj.MimeType)
-	return err
 }
 
 func (h *Uploads) uploadTTL() time.Duration {

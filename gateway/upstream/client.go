@@ -41,6 +41,15 @@ var Transport = &http.Transport{
 // Client.Timeout, so streams can run as long as they need.
 var Client = &http.Client{Transport: Transport}
 
+// ClientOr is c, or Client when c is nil: the adapters' constructors take
+// a client for tests and use the shared one otherwise.
+func ClientOr(c *http.Client) *http.Client {
+	if c == nil {
+		return Client
+	}
+	return c
+}
+
 // Downloads fetches the output URLs a task upstream names: only public
 // addresses (and the process's allow-list), rechecked on every redirect,
 // since the URL is not the platform's choice. Time limits come from the

@@ -1,55 +1,16 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/fakeupstream"
-	"github.com/modelgate/modelgate/test/framework"
 )
-
-// dashScopeImageModel declares a single-image model served by a dashscope
-// backend on the DashScope fake (wan2.5-i2i-preview), priced 0.03 USD per
-// image and 0.003 USD per reference image.
-func dashScopeImageModel(t *testing.T, fake *fakeupstream.DashScope) string {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	model := uniqueModel("wan-edit")
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream-" + model, Namespace: framework.SystemNamespace},
-		StringData: map[string]string{"apiKey": fake.Key()}}
-	g.Expect(stack.Client.Create(ctx, secret)).To(Succeed())
-	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), secret) })
-	b := sim("dashscope", "dashscope")
-	b.BaseURL, b.UpstreamModel = fake.URL, "wan2.5-i2i-preview"
-	b.CredentialSecretRef = &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}
-	route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-		Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: v1.ModelTypeImage, ValidationProfile: v1.ProfileSingleImage,
-			Backends: []v1.Backend{b}}}
-	perRef := v1.Decimal("0.003")
-	price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-		Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
-			Unit: v1.UnitRequest, UnitPrice: "0.03", InputImageUnitPrice: &perRef}}
-	g.Expect(stack.Client.Create(ctx, route)).To(Succeed())
-	g.Expect(stack.Client.Create(ctx, price)).To(Succeed())
-	t.Cleanup(func() {
-		_ = stack.Client.Delete(context.Background(), route)
-		_ = stack.Client.Delete(context.Background(), price)
-	})
-	g.Expect(stack.WaitReady(ctx, route)).To(Succeed())
-	g.Expect(stack.WaitReady(ctx, price)).To(Succeed())
-	g.Expect(stack.WaitCached(ctx, route)).To(Succeed())
-	g.Expect(stack.WaitCached(ctx, price)).To(Succeed())
-	return model
-}
 
 // TestDashScopeSingleImage: a single-image edit through the gateway on
 // DashScope's image-synthesis task API (the fake): submitted with two
@@ -61,13 +22,18 @@ func TestDashScopeSingleImage(t *testing.T) {
 	g := NewWithT(t)
 	fake := fakeupstream.NewDashScope()
 	t.Cleanup(fake.Close)
-	model := dashScopeImageModel(t, fake)
+	// A single-image model on the DashScope fake (wan2.5-i2i-preview), 0.03
+	// USD per image and 0.003 USD per reference image.
+	perRef := v1.Decimal("0.003")
+	model := vendorModel{prefix: "wan-edit", provider: "dashscope", baseURL: fake.URL, upstream: "wan2.5-i2i-preview", key: fake.Key(),
+		typ: v1.ModelTypeImage, profile: v1.ProfileSingleImage, price: v1.PriceRuleSpec{ChargeType: v1.ChargePerRequest,
+			PriceBasis: v1.BasisRequest, Unit: v1.UnitRequest, UnitPrice: "0.03", InputImageUnitPrice: &perRef}}.declare(t)
 	acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
 	body := fmt.Sprintf(`{"model":%q,"prompt":"put the clock by the vase","size":"1280*720",
 		"image_urls":["https://img.example/clock.png","https://img.example/table.png"],"metadata":{"prompt_extend":false,"seed":7}}`, model)
 
 	fake.SetPlan(fakeupstream.DashScopePlan{Polls: 2, RateLimited: 1, RetryAfter: "1"})
-	task := finalImageTask(t, acct.Key, body)
+	task := finalTask(t, acct.Key, "images", body)
 	g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
 	g.Expect(task.Result.Type).To(Equal("image"))
 	g.Expect(task.Result.Data).To(HaveLen(1))
@@ -94,7 +60,7 @@ func TestDashScopeSingleImage(t *testing.T) {
 	g.Expect(fake.Count(http.MethodPost, "/api/v1/services/")).To(Equal(1))
 
 	fake.SetPlan(fakeupstream.DashScopePlan{Polls: 1, FailCode: "DataInspectionFailed", FailMessage: "Output data may contain inappropriate content."})
-	task = finalImageTask(t, acct.Key, body)
+	task = finalTask(t, acct.Key, "images", body)
 	g.Expect(task.Status).To(Equal("failed"))
 	g.Expect(task.Error.Code).To(Equal("content_policy_violation"))
 	g.Expect(task.Error.Message).To(Equal("Output data may contain inappropriate content."))

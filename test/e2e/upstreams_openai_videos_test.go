@@ -1,22 +1,16 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/fakeupstream"
-	"github.com/modelgate/modelgate/test/framework"
 )
 
 // videoTask is the part of the contract's task object these tests read.
@@ -40,37 +34,9 @@ type videoTask struct {
 	} `json:"billing"`
 }
 
-// openAIVideoModel declares a video model served by an openai backend on
-// the Videos API fake, priced 0.05 USD per output second.
-func openAIVideoModel(t *testing.T, fake *fakeupstream.OpenAIVideos) string {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	model := uniqueModel("sora")
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream-" + model, Namespace: framework.SystemNamespace},
-		StringData: map[string]string{"apiKey": fake.Key()}}
-	g.Expect(stack.Client.Create(ctx, secret)).To(Succeed())
-	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), secret) })
-	b := sim("openai", "openai")
-	b.BaseURL, b.UpstreamModel = fake.URL+"/v1", "sora-2"
-	b.CredentialSecretRef = &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}
-	route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-		Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: v1.ModelTypeVideo, ValidationProfile: v1.ProfileAllInOneVideo,
-			Backends: []v1.Backend{b}}}
-	price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-		Spec: v1.PriceRuleSpec{Model: v1.ModelID(model), ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds,
-			Unit: v1.UnitSecond, UnitPrice: "0.05"}}
-	g.Expect(stack.Client.Create(ctx, route)).To(Succeed())
-	g.Expect(stack.Client.Create(ctx, price)).To(Succeed())
-	t.Cleanup(func() {
-		_ = stack.Client.Delete(context.Background(), route)
-		_ = stack.Client.Delete(context.Background(), price)
-	})
-	g.Expect(stack.WaitReady(ctx, route)).To(Succeed())
-	g.Expect(stack.WaitReady(ctx, price)).To(Succeed())
-	g.Expect(stack.WaitCached(ctx, route)).To(Succeed())
-	g.Expect(stack.WaitCached(ctx, price)).To(Succeed())
-	return model
+// videoBody is a 16:9 video request of duration seconds.
+func videoBody(model string, duration int) string {
+	return fmt.Sprintf(`{"model":%q,"prompt":"a lighthouse at dusk","duration":%d,"ratio":"16:9"}`, model, duration)
 }
 
 func videoCall(t *testing.T, method, path, key, body string) (int, []byte) {
@@ -88,27 +54,6 @@ func videoCall(t *testing.T, method, path, key, body string) (int, []byte) {
 	return resp.StatusCode, raw
 }
 
-// finalVideoTask submits a video request and polls the task until it is
-// final.
-func finalVideoTask(t *testing.T, key, model string, duration int) videoTask {
-	t.Helper()
-	g := NewWithT(t)
-	code, raw := videoCall(t, http.MethodPost, "/v1/videos/generations", key,
-		fmt.Sprintf(`{"model":%q,"prompt":"a lighthouse at dusk","duration":%d,"ratio":"16:9"}`, model, duration))
-	g.Expect(code).To(Equal(http.StatusOK), "%s", raw)
-	var task videoTask
-	g.Expect(json.Unmarshal(raw, &task)).To(Succeed())
-	g.Expect(task.ID).NotTo(BeEmpty())
-	g.Eventually(func(g Gomega) string {
-		code, raw := videoCall(t, http.MethodGet, "/v1/videos/generations/"+task.ID, key, "")
-		g.Expect(code).To(Equal(http.StatusOK), "%s", raw)
-		task = videoTask{}
-		g.Expect(json.Unmarshal(raw, &task)).To(Succeed())
-		return task.Status
-	}, 60*time.Second, 200*time.Millisecond).Should(BeElementOf("completed", "failed"))
-	return task
-}
-
 // TestOpenAIVideos: a video task through the gateway on OpenAI's Videos
 // API (the fake): submitted, polled through a 429, the MP4 downloaded into
 // the blob store and served by the gateway, billed by the clip's length;
@@ -117,12 +62,15 @@ func TestOpenAIVideos(t *testing.T) {
 	g := NewWithT(t)
 	fake := fakeupstream.NewOpenAIVideos()
 	t.Cleanup(fake.Close)
-	model := openAIVideoModel(t, fake)
+	// A video model on the Videos API fake, 0.05 USD per output second.
+	model := vendorModel{prefix: "sora", provider: "openai", baseURL: fake.URL + "/v1", upstream: "sora-2", key: fake.Key(),
+		typ: v1.ModelTypeVideo, profile: v1.ProfileAllInOneVideo, price: v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond,
+			PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"}}.declare(t)
 	acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
 
 	mp4 := append([]byte("\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"), []byte("sora frames for the e2e")...)
 	fake.SetPlan(fakeupstream.VideoPlan{Polls: 2, RateLimited: 1, RetryAfter: "1", Output: mp4})
-	task := finalVideoTask(t, acct.Key, model, 8)
+	task := finalTask(t, acct.Key, "videos", videoBody(model, 8))
 	g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
 	g.Expect(task.Progress).To(Equal(100))
 	g.Expect(task.Result.Type).To(Equal("video"))
@@ -144,7 +92,7 @@ func TestOpenAIVideos(t *testing.T) {
 	g.Expect(fake.Count(http.MethodPost, "/v1/videos")).To(Equal(1))
 
 	fake.SetPlan(fakeupstream.VideoPlan{Polls: 1, FailCode: "moderation_blocked", FailMessage: "Your request was blocked by our moderation system."})
-	task = finalVideoTask(t, acct.Key, model, 4)
+	task = finalTask(t, acct.Key, "videos", videoBody(model, 4))
 	g.Expect(task.Status).To(Equal("failed"))
 	g.Expect(task.Error.Code).To(Equal("content_policy_violation"))
 	g.Expect(task.Error.Message).To(Equal("Your request was blocked by our moderation system."))

@@ -30,10 +30,7 @@ type Provider struct {
 
 // New returns a provider using client (nil: upstream.Client).
 func New(client *http.Client) *Provider {
-	if client == nil {
-		client = upstream.Client
-	}
-	return &Provider{client: client}
+	return &Provider{client: upstream.ClientOr(client)}
 }
 
 // Protocols implements upstream.TextProvider. Only chat completions: every

@@ -26,10 +26,7 @@ type Provider struct {
 
 // New returns a provider using client (nil: upstream.Client).
 func New(client *http.Client) *Provider {
-	if client == nil {
-		client = upstream.Client
-	}
-	return &Provider{client: client}
+	return &Provider{client: upstream.ClientOr(client)}
 }
 
 // Protocols implements upstream.TextProvider: chat completions first, so that a

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/framework"
+)
+
+// vendorModel is a media model on one vendor backend behind a fake.
+type vendorModel struct {
+	prefix, provider  string
+	baseURL, upstream string
+	key               string // the fake's API key, stored in a Secret
+	typ               v1.ModelType
+	profile           v1.ValidationProfile
+	price             v1.PriceRuleSpec
+}
+
+// declare creates the credential Secret, the route and its price in the
+// system namespace, waits until this stack's gateway serves them, and
+// returns the model's name.
+func (m vendorModel) declare(t *testing.T) string {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	model := uniqueModel(m.prefix)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream-" + model, Namespace: framework.SystemNamespace},
+		StringData: map[string]string{"apiKey": m.key}}
+	g.Expect(stack.Client.Create(ctx, secret)).To(Succeed())
+	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), secret) })
+	b := sim(m.provider, m.provider)
+	b.BaseURL, b.UpstreamModel = m.baseURL, m.upstream
+	b.CredentialSecretRef = &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}
+	route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
+		Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: m.typ, ValidationProfile: m.profile, Backends: []v1.Backend{b}}}
+	m.price.Model = v1.ModelID(model)
+	price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace}, Spec: m.price}
+	g.Expect(stack.Client.Create(ctx, route)).To(Succeed())
+	g.Expect(stack.Client.Create(ctx, price)).To(Succeed())
+	t.Cleanup(func() {
+		_ = stack.Client.Delete(context.Background(), route)
+		_ = stack.Client.Delete(context.Background(), price)
+	})
+	g.Expect(stack.WaitReady(ctx, route)).To(Succeed())
+	g.Expect(stack.WaitReady(ctx, price)).To(Succeed())
+	g.Expect(stack.WaitCached(ctx, route)).To(Succeed())
+	g.Expect(stack.WaitCached(ctx, price)).To(Succeed())
+	return model
+}
+
+// finalTask submits body to /v1/{family}/generations and polls the task
+// until it is final.
+func finalTask(t *testing.T, key, family, body string) videoTask {
+	t.Helper()
+	g := NewWithT(t)
+	code, raw := videoCall(t, http.MethodPost, "/v1/"+family+"/generations", key, body)
+	g.Expect(code).To(Equal(http.StatusOK), "%s", raw)
+	var task videoTask
+	g.Expect(json.Unmarshal(raw, &task)).To(Succeed())
+	g.Expect(task.ID).NotTo(BeEmpty())
+	g.Eventually(func(g Gomega) string {
+		code, raw := videoCall(t, http.MethodGet, "/v1/"+family+"/generations/"+task.ID, key, "")
+		g.Expect(code).To(Equal(http.StatusOK), "%s", raw)
+		task = videoTask{}
+		g.Expect(json.Unmarshal(raw, &task)).To(Succeed())
+		return task.Status
+	}, 60*time.Second, 200*time.Millisecond).Should(BeElementOf("completed", "failed"))
+	return task
+}
