@@ -56,7 +56,6 @@ const maxErrorBody = 64 << 10
 // Provider sends Converse and ConverseStream requests.
 type Provider struct {
 	client   *http.Client
-	signer   *v4.Signer
 	identity *webIdentity
 	now      func() time.Time
 }
@@ -64,7 +63,7 @@ type Provider struct {
 // New returns a provider using client (nil: upstream.Client).
 func New(client *http.Client) *Provider {
 	c := upstream.ClientOr(client)
-	return &Provider{client: c, signer: v4.NewSigner(), identity: newWebIdentity(c), now: time.Now}
+	return &Provider{client: c, identity: newWebIdentity(c), now: time.Now}
 }
 
 // Protocols implements upstream.TextProvider.
@@ -100,7 +99,10 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 		req.Header.Set("Accept", "application/json")
 	}
 	sum := sha256.Sum256(body)
-	if err := p.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), SigningName, region, p.now().UTC()); err != nil {
+	// A signer per request: the SDK's signer caches the derived signing
+	// key by access key ID alone, so a shared one would keep signing with
+	// an old secret after a Secret's rotation (or another backend's).
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), SigningName, region, p.now().UTC()); err != nil {
 		return nil, &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "signing the bedrock request failed", Err: err}
 	}
 	resp, err := p.client.Do(req)
