@@ -17,6 +17,8 @@ const (
 	// Gemini is Google's generateContent API. It is an upstream protocol
 	// only: no client speaks it to the gateway, so it is not Valid.
 	Gemini Protocol = "gemini"
+	// Bedrock is Amazon Bedrock's Converse API, an upstream protocol only.
+	Bedrock Protocol = "bedrock"
 )
 
 // Valid reports whether p is one of the protocols clients speak.

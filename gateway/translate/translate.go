@@ -8,9 +8,9 @@ import (
 	"github.com/modelgate/modelgate/gateway/apierr"
 )
 
-// errUpstreamOnly: the gateway neither reads requests in the gemini
-// protocol nor answers in it.
-var errUpstreamOnly = errors.New("translate: gemini is an upstream protocol only")
+// errUpstreamOnly: the gateway neither reads requests in the gemini and
+// bedrock protocols nor answers in them.
+var errUpstreamOnly = errors.New("translate: gemini and bedrock are upstream protocols only")
 
 // DecodeRequest parses a request body of protocol p into the neutral form.
 func DecodeRequest(p Protocol, body []byte) (*Request, error) {
@@ -21,7 +21,7 @@ func DecodeRequest(p Protocol, body []byte) (*Request, error) {
 		return decodeChatRequest(body)
 	case Responses:
 		return decodeResponsesRequest(body)
-	case Gemini:
+	case Gemini, Bedrock:
 		return nil, errUpstreamOnly
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
@@ -38,6 +38,8 @@ func EncodeRequest(p Protocol, r *Request, model string) ([]byte, error) {
 		return encodeResponsesRequest(r, model)
 	case Gemini:
 		return encodeGeminiRequest(r, model)
+	case Bedrock:
+		return encodeBedrockRequest(r, model)
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
 }
@@ -54,6 +56,8 @@ func DecodeResponse(p Protocol, body []byte) (*Response, error) {
 		return decodeResponsesResponse(body)
 	case Gemini:
 		return decodeGeminiResponse(body)
+	case Bedrock:
+		return decodeBedrockResponse(body)
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
 }
@@ -68,7 +72,7 @@ func EncodeResponse(p Protocol, r *Response) ([]byte, error) {
 		return encodeChatResponse(r)
 	case Responses:
 		return encodeResponsesResponse(r)
-	case Gemini:
+	case Gemini, Bedrock:
 		return nil, errUpstreamOnly
 	}
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
@@ -88,6 +92,8 @@ func ResponseUsage(p Protocol, body []byte) (Usage, bool) {
 		u, ok = responsesUsageOf(body)
 	case Gemini:
 		u, ok = geminiUsageOf(body)
+	case Bedrock:
+		u, ok = bedrockUsageOf(body)
 	}
 	return u.nonNegative(), ok
 }
@@ -161,6 +167,8 @@ func NewStreamEncoder(p Protocol, model string, includeUsage bool) StreamEncoder
 		return encoderFunc(newChatEncoder(model, includeUsage).encode)
 	case Gemini:
 		return encoderFunc(newGeminiEncoder().encode)
+	case Bedrock:
+		return encoderFunc(newBedrockEncoder().encode)
 	default:
 		return encoderFunc(newResponsesEncoder(model).encode)
 	}
@@ -179,6 +187,8 @@ func newStreamDecoder(p Protocol) streamDecoder {
 		return newChatDecoder()
 	case Gemini:
 		return &geminiDecoder{}
+	case Bedrock:
+		return &bedrockDecoder{}
 	default:
 		return newResponsesDecoder()
 	}

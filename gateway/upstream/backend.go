@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -17,6 +18,10 @@ type Backend struct {
 	BaseURL string
 	// APIKey is the upstream credential. It is never logged.
 	APIKey string
+	// SecretKey reads another key of the credential Secret APIKey came
+	// from (nil without one), for credentials of several parts (an AWS
+	// access key ID beside its secret key). Values are never logged.
+	SecretKey func(ctx context.Context, key string) (string, error)
 	// UpstreamModel replaces the client's model in the upstream request.
 	UpstreamModel string
 	// Options are provider-specific settings.

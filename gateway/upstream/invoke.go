@@ -104,7 +104,9 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 
 	resp, err := p.Send(cctx, b, up, body, req.Stream, req.Header)
 	if err != nil {
-		return fail(transportErr(err))
+		// A provider's own *Error (a backend it cannot use: no region, no
+		// credential) is kept; anything else is the transport's.
+		return fail(transportErrOr(err, transportErr))
 	}
 	if resp.StatusCode >= 300 {
 		eb, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))

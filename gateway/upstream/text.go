@@ -18,6 +18,8 @@ const (
 	Responses       = translate.Responses
 	// Gemini is an upstream protocol only (no client speaks it).
 	Gemini = translate.Gemini
+	// Bedrock is an upstream protocol only (Amazon Bedrock's Converse).
+	Bedrock = translate.Bedrock
 )
 
 // Usage is the token accounting of one generation; see translate.Usage.

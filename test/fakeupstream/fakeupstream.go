@@ -83,7 +83,8 @@ type Reply struct {
 	Status       int
 	ErrorType    string
 	ErrorMessage string
-	// RetryDelay, with Status, is Gemini's RetryInfo retryDelay ("7s").
+	// RetryDelay, with Status, is Gemini's RetryInfo retryDelay ("7s"),
+	// and for Bedrock a Retry-After header ("7").
 	RetryDelay string
 	// Reset closes the connection without any response.
 	Reset bool
@@ -140,6 +141,9 @@ func (r Request) Model() string {
 	if m, _, ok := geminiPath(r.Path); ok {
 		return m
 	}
+	if m, _, ok := bedrockModelPath(r.Path); ok {
+		return m
+	}
 	s, _ := r.JSON()["model"].(string)
 	return s
 }
@@ -149,6 +153,9 @@ func (r Request) Model() string {
 func (r Request) Stream() bool {
 	if _, method, ok := geminiPath(r.Path); ok {
 		return method == "streamGenerateContent"
+	}
+	if _, method, ok := bedrockModelPath(r.Path); ok {
+		return method == "converse-stream"
 	}
 	b, _ := r.JSON()["stream"].(bool)
 	return b
@@ -161,6 +168,7 @@ const (
 	kindOpenAI
 	kindGemini
 	kindAzure
+	kindBedrock
 )
 
 // Server is a fake upstream API on a loopback port. Its methods are safe
@@ -180,6 +188,8 @@ type Server struct {
 	seq      int
 	// deployments are the Azure deployments that exist (none: any name).
 	deployments map[string]bool
+	// sessionToken is the Bedrock session token required (none: none).
+	sessionToken string
 }
 
 // NewAnthropic starts a fake of the Anthropic Messages API
@@ -347,6 +357,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		ok = s.checkGemini(w, r, body)
 	case kindAzure:
 		ok = s.checkAzure(w, r, body)
+	case kindBedrock:
+		ok = s.checkBedrock(w, r, body)
 	default:
 		ok = s.checkOpenAI(w, r, body)
 	}
@@ -380,6 +392,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, reply.Status, geminiError(reply.Status, msg, reply.RetryDelay))
 		return
+	case reply.Status != 0 && s.kind == kindBedrock:
+		exc, msg := bedrockException(reply.Status)
+		if reply.ErrorType != "" {
+			exc = reply.ErrorType
+		}
+		if reply.ErrorMessage != "" {
+			msg = reply.ErrorMessage
+		}
+		if reply.RetryDelay != "" {
+			w.Header().Set("Retry-After", reply.RetryDelay)
+		}
+		writeBedrockError(w, reply.Status, exc, msg)
+		return
 	case reply.Status != 0:
 		s.writeError(w, reply.Status, reply.ErrorType, reply.ErrorMessage)
 		return
@@ -388,6 +413,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.kind == kindGemini:
 		s.geminiReply(w, r, req.Model(), reply, stream)
+	case s.kind == kindBedrock:
+		s.bedrockReply(w, r, reply, stream)
 	case s.kind == kindAnthropic:
 		s.anthropicReply(w, r, req, reply, stream)
 	case r.URL.Path == "/v1/responses":

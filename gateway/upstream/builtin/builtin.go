@@ -5,6 +5,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
 	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
+	"github.com/modelgate/modelgate/gateway/upstream/bedrock"
 	"github.com/modelgate/modelgate/gateway/upstream/bfl"
 	"github.com/modelgate/modelgate/gateway/upstream/dashscope"
 	"github.com/modelgate/modelgate/gateway/upstream/gemini"
@@ -19,6 +20,7 @@ import (
 var registry = upstream.NewRegistry(
 	upstream.Entry{Name: anthropic.Name, Adapter: anthropic.New(nil)},
 	upstream.Entry{Name: azureopenai.Name, Adapter: azureopenai.New(nil)},
+	upstream.Entry{Name: bedrock.Name, Adapter: bedrock.New(nil)},
 	upstream.Entry{Name: openai.Name, Adapter: openai.New(nil)},
 	upstream.Entry{Name: bfl.Name, Adapter: bfl.New()},
 	upstream.Entry{Name: gemini.Name, Adapter: gemini.New(nil)},

@@ -76,5 +76,6 @@ func Resolve(ctx context.Context, src Source, namespace string, b *v1.Backend) (
 		return out, err
 	}
 	out.APIKey = key
+	out.SecretKey = func(ctx context.Context, key string) (string, error) { return src(ctx, namespace, ref.Name, key) }
 	return out, nil
 }
