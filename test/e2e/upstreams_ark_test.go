@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -62,8 +63,15 @@ func TestArkSeedreamImages(t *testing.T) {
 		typ: v1.ModelTypeImage, profile: v1.ProfileMultiImage, price: v1.PriceRuleSpec{ChargeType: v1.ChargePerRequest,
 			PriceBasis: v1.BasisRequest, Unit: v1.UnitRequest, UnitPrice: "0.03"}}.declare(t)
 	acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+	// The gateway probes reference images of this family: serve real PNGs.
+	refs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(fakeupstream.PNG(64, 48, 9))
+	}))
+	t.Cleanup(refs.Close)
+	garden, bench := refs.URL+"/garden.png", refs.URL+"/bench.png"
 	body := fmt.Sprintf(`{"model":%q,"prompt":"the same garden in three seasons","n":3,"size":"16:9",
-		"image_urls":["https://img.example/garden.png","https://img.example/bench.png"],"metadata":{"resolution":"2K","watermark":false}}`, model)
+		"image_urls":[%q,%q],"metadata":{"resolution":"2K","watermark":false}}`, model, garden, bench)
 
 	fake.SetPlan(fakeupstream.ArkPlan{Images: 2})
 	task := finalTask(t, acct.Key, "images", body)
@@ -82,7 +90,7 @@ func TestArkSeedreamImages(t *testing.T) {
 	g.Expect(sent.Path).To(Equal("/api/v3/images/generations"))
 	g.Expect(sent.Header.Get("Authorization")).To(Equal("Bearer " + fake.Key()))
 	g.Expect(sent.JSON()).To(Equal(map[string]any{"model": "doubao-seedream-4-0-250828", "prompt": "the same garden in three seasons",
-		"image": []any{"https://img.example/garden.png", "https://img.example/bench.png"}, "size": "2560x1440",
+		"image": []any{garden, bench}, "size": "2560x1440",
 		"sequential_image_generation": "auto", "sequential_image_generation_options": map[string]any{"max_images": float64(3)},
 		"optimize_prompt_options": map[string]any{"mode": "standard"},
 		"response_format":         "url", "stream": false, "watermark": false}))
