@@ -69,7 +69,7 @@ func TestArkTasksWire(t *testing.T) {
 		g.Expect(m["status"]).To(Equal(want))
 		g.Expect(m).NotTo(HaveKey("content"))
 	}
-	code, m = arkDo(t, f, http.MethodDelete, tasks+"/"+id, "")
+	code, _ = arkDo(t, f, http.MethodDelete, tasks+"/"+id, "")
 	g.Expect(code).To(Equal(http.StatusBadRequest), "a running task cannot be cancelled")
 	_, m = arkDo(t, f, http.MethodGet, tasks+"/"+id, "")
 	g.Expect(m["status"]).To(Equal("succeeded"))
