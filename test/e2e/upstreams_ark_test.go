@@ -15,8 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/test/fakeupstream"
+	"github.com/modelgate/modelgate/test/framework"
 )
 
 // arkTask is the part of the task object the Ark tests read beyond
@@ -37,6 +39,17 @@ func getArkTask(t *testing.T, key, family, id string) arkTask {
 	var task arkTask
 	NewWithT(t).Expect(json.Unmarshal(raw, &task)).To(Succeed())
 	return task
+}
+
+// keyRemain waits until the key's remaining quota (its 5 USD less what is
+// reserved or charged) is want.
+func keyRemain(t *testing.T, a *framework.Account, want billing.Quota) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		b, err := stack.Ledger.TokenUsage(context.Background(), a.Token.Status.TokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b.Remain).To(Equal(want))
+	}, 10*time.Second, 20*time.Millisecond).Should(Succeed())
 }
 
 func download(t *testing.T, url string) []byte {
@@ -130,8 +143,8 @@ func TestArkSeedanceTokenPricedVideo(t *testing.T) {
 	g.Expect(code).To(Equal(http.StatusOK), "%s", raw)
 	var sub videoTask
 	g.Expect(json.Unmarshal(raw, &sub)).To(Succeed())
-	// (110 400 + 24) tokens × 2.5 USD per million = 0.27606 USD.
-	ledgerUsed(t, acct, 138030)
+	// (110 400 + 24) tokens × 2.5 USD per million = 0.27606 USD reserved.
+	keyRemain(t, acct, 5*billing.QuotaPerUSD-138030)
 
 	progress := 0
 	var task arkTask
@@ -197,7 +210,7 @@ func TestArkSeedanceCancelOnDelete(t *testing.T) {
 	g.Expect(code).To(Equal(http.StatusOK), "%s", raw)
 	var sub videoTask
 	g.Expect(json.Unmarshal(raw, &sub)).To(Succeed())
-	ledgerUsed(t, acct, 150000) // 6 s at 0.05 USD reserved
+	keyRemain(t, acct, 5*billing.QuotaPerUSD-150000) // 6 s at 0.05 USD reserved
 
 	const tasksPath = "/api/v3/contents/generations/tasks/"
 	var upstreamID string
@@ -215,5 +228,6 @@ func TestArkSeedanceCancelOnDelete(t *testing.T) {
 	g.Expect(stack.Client.Delete(context.Background(), obj)).To(Succeed())
 	g.Eventually(func() string { return fake.Status(upstreamID) }, 30*time.Second, 50*time.Millisecond).Should(Equal("cancelled"))
 	g.Expect(fake.Count(http.MethodDelete, tasksPath+upstreamID)).To(Equal(1))
+	keyRemain(t, acct, 5*billing.QuotaPerUSD) // refunded
 	ledgerUsed(t, acct, 0)
 }
