@@ -321,7 +321,24 @@ func mediaEstimate(n *media.Normalized) pricing.MediaRequest {
 	if n.InputVideoSeconds > 0 {
 		req.InputVideoSeconds = int64(n.InputVideoSeconds + 0.999999)
 	}
+	req.VideoWidth, req.VideoHeight = videoEstimateSize(n)
 	return req
+}
+
+// videoEstimateSize is the largest pixel size a video request can produce,
+// for a per_token estimate: its nominal size, or for the adaptive ratio
+// the largest of its resolution tier (0, 0 for an image request).
+func videoEstimateSize(n *media.Normalized) (int64, int64) {
+	if n.Width > 0 && n.Height > 0 && strings.HasSuffix(n.Resolution, "p") {
+		return int64(n.Width), int64(n.Height)
+	}
+	var bw, bh int64
+	for _, r := range []string{"16:9", "9:16", "4:3", "3:4", "1:1"} {
+		if w, h, ok := media.VideoPixelSize(r, n.Resolution); ok && int64(w)*int64(h) > bw*bh {
+			bw, bh = int64(w), int64(h)
+		}
+	}
+	return bw, bh
 }
 
 func planNames(plan []routing.Candidate) []string {

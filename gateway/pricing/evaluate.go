@@ -178,6 +178,9 @@ type MediaRequest struct {
 	// PromptBytes is the length of the prompt text (per_token estimates:
 	// a token is at least one byte, so the byte count bounds the tokens).
 	PromptBytes int64
+	// VideoWidth and VideoHeight are the largest pixel size the request
+	// can produce (per_token video estimates; see VideoTokens).
+	VideoWidth, VideoHeight int64
 }
 
 // Token budgets of a per_token image estimate: the reservation must cover
@@ -189,17 +192,42 @@ const (
 	ImageInputTokenBudget  = 6240
 )
 
+// VideoTokenFPS is the frame rate a per_token video estimate assumes
+// (Seedance renders 24 frames a second).
+const VideoTokenFPS = 24
+
+// VideoTokens is the token estimate of a token-priced video: Ark's
+// published formula, tokens = width × height × fps × seconds / 1024, with
+// each side rounded up to a multiple of 32 (the models' pixel sizes are
+// codec-aligned and may exceed the nominal size: 1080p is 1920x1088 on some
+// models) and VideoTokenFPS, rounded up.
+func VideoTokens(width, height, seconds int64) int64 {
+	if width <= 0 || height <= 0 || seconds <= 0 {
+		return 0
+	}
+	up := func(v int64) int64 { return (v + 31) / 32 * 32 }
+	return (up(width)*up(height)*VideoTokenFPS*seconds + 1023) / 1024
+}
+
 // EstimateMedia is the quota to reserve before an image or video submission.
 // per_request reserves n outputs with their reference images, per_second the
-// requested duration, per_token (images only) the prompt's bytes as text
-// tokens plus the token budgets per reference and output image.
+// requested duration, per_token the prompt's bytes as text tokens plus, for
+// an image, the token budgets per reference and output image, for a video
+// VideoTokens of the requested duration and of the input video seconds at
+// the largest size the request can produce.
 func (r *Rule) EstimateMedia(m MediaRequest, at time.Time) (billing.Quota, error) {
 	if m.Outputs == 0 {
 		m.Outputs = 1
 	}
 	if r.spec.ChargeType == v1.ChargePerToken {
 		if m.DurationSeconds > 0 {
-			return 0, fmt.Errorf("%w: %s is priced per token, which has no video estimate", ErrCannotEstimate, r.Key())
+			if m.VideoWidth <= 0 || m.VideoHeight <= 0 {
+				return 0, fmt.Errorf("%w: %s is priced per token and the video's size is unknown", ErrCannotEstimate, r.Key())
+			}
+			return r.Charge(Usage{
+				InputTextTokens:   max(m.PromptBytes, 1),
+				OutputImageTokens: VideoTokens(m.VideoWidth, m.VideoHeight, m.DurationSeconds+m.InputVideoSeconds),
+			}, at)
 		}
 		return r.Charge(Usage{
 			InputTextTokens:   max(m.PromptBytes, 1),

@@ -205,7 +205,22 @@ func TestEstimate(t *testing.T) {
 	// 1000 × 5 + 6240 × 10 + 2 × 6240 × 40 = 566 600 USD per 1M tokens = 0.5666 USD
 	g.Expect(q).To(Equal(billing.Quota(283300)))
 	_, err = mustCompile(t, gpt).EstimateMedia(MediaRequest{DurationSeconds: 5}, t0)
-	g.Expect(err).To(MatchError(ErrCannotEstimate))
+	g.Expect(err).To(MatchError(ErrCannotEstimate), "a token-priced video needs its size")
+
+	// per_token video: width × height × 24 fps × seconds / 1024 output
+	// tokens, sides rounded up to multiples of 32 (720 → 736), plus the
+	// prompt's bytes.
+	g.Expect(VideoTokens(1280, 720, 5)).To(Equal(int64(110400)))
+	g.Expect(VideoTokens(1920, 1080, 1)).To(Equal(int64(48960)), "1920x1088 × 24 / 1024")
+	g.Expect(VideoTokens(1111, 833, 1)).To(Equal(int64(22680)), "1120x864 × 24 / 1024")
+	seedance := perToken("seedance", "total_tokens", "2.5")
+	q, err = mustCompile(t, seedance).EstimateMedia(MediaRequest{DurationSeconds: 5, VideoWidth: 1280, VideoHeight: 720, PromptBytes: 100}, t0)
+	g.Expect(err).NotTo(HaveOccurred())
+	// (110 400 + 100) × 2.5 / 1M = 0.27625 USD
+	g.Expect(q).To(Equal(billing.Quota(138125)))
+	q, err = mustCompile(t, seedance).EstimateMedia(MediaRequest{DurationSeconds: 5, InputVideoSeconds: 5, VideoWidth: 1280, VideoHeight: 720, PromptBytes: 100}, t0)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(q).To(Equal(billing.Quota(276125)), "input video seconds count at the output size")
 }
 
 func TestPeakWindows(t *testing.T) {

@@ -4,6 +4,7 @@ package builtin
 import (
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
+	"github.com/modelgate/modelgate/gateway/upstream/ark"
 	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
 	"github.com/modelgate/modelgate/gateway/upstream/bedrock"
 	"github.com/modelgate/modelgate/gateway/upstream/bfl"
@@ -28,6 +29,7 @@ var registry = upstream.NewRegistry(
 	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
 	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
 	upstream.Entry{Name: dashscope.Name, Adapter: dashscope.Adapter{}},
+	upstream.Entry{Name: ark.Name, Adapter: ark.New()},
 )
 
 // Registry returns the built-in adapters.
