@@ -73,11 +73,13 @@ type inlineData struct {
 	Data     string `json:"data"`
 }
 
+type wireContent struct {
+	Role  string     `json:"role"`
+	Parts []wirePart `json:"parts"`
+}
+
 type wireImageRequest struct {
-	Contents []struct {
-		Role  string     `json:"role"`
-		Parts []wirePart `json:"parts"`
-	} `json:"contents"`
+	Contents         []wireContent `json:"contents"`
 	GenerationConfig struct {
 		ResponseModalities []string     `json:"responseModalities"`
 		ImageConfig        *imageConfig `json:"imageConfig,omitempty"`
@@ -154,11 +156,7 @@ func (p *Provider) generateImage(ctx context.Context, c upstream.Call) (upstream
 		left -= int64(len(ref.Data))
 		parts = append(parts, wirePart{InlineData: &inlineData{MimeType: ref.MIMEType, Data: base64.StdEncoding.EncodeToString(ref.Data)}})
 	}
-	var w wireImageRequest
-	w.Contents = append(w.Contents, struct {
-		Role  string     `json:"role"`
-		Parts []wirePart `json:"parts"`
-	}{Role: "user", Parts: parts})
+	w := wireImageRequest{Contents: []wireContent{{Role: "user", Parts: parts}}}
 	w.GenerationConfig.ResponseModalities = []string{"TEXT", "IMAGE"}
 	w.GenerationConfig.ImageConfig = ic
 	body, _ := json.Marshal(w)
