@@ -283,7 +283,7 @@ func durationSeconds(in videoRequest, c upstream.Call, resolution string, refs b
 	}
 	if want <= 0 || resolution == "1080p" || resolution == "4k" || refs {
 		if want > longest {
-			return 0, fmt.Errorf("Veo makes videos of at most %d seconds", longest)
+			return 0, fmt.Errorf("the model makes videos of at most %d seconds", longest)
 		}
 		return longest, nil
 	}
@@ -294,7 +294,7 @@ func durationSeconds(in videoRequest, c upstream.Call, resolution string, refs b
 		}
 	}
 	if best == 0 {
-		return 0, fmt.Errorf("Veo makes videos of at most %d seconds", longest)
+		return 0, fmt.Errorf("the model makes videos of at most %d seconds", longest)
 	}
 	return best, nil
 }
