@@ -243,9 +243,7 @@ var _ = Describe("GenerationTask reconciler", func() {
 			for _, u := range urls {
 				sub.ReviewAssets = append(sub.ReviewAssets, tasks.ReviewAsset{Type: "image", URL: u, Role: "reference_image"})
 			}
-			ann, err := sub.Encode()
-			Expect(err).NotTo(HaveOccurred())
-			t.Annotations[tasks.SubmissionAnnotation] = ann
+			// sub is t's spec.submission: the fake client does not enforce immutability.
 			t.Spec.PrivateAssetReview = true
 			Expect(c.Update(ctx, t)).To(Succeed())
 			step(t) // queued

@@ -32,6 +32,10 @@ type Deps struct {
 	Cache client.Reader
 	// Writer creates objects (ApiTokens, GenerationTasks) on the API server.
 	Writer client.Writer
+	// API reads from the API server, past the cache: a task created a
+	// moment ago is answered before the cache or the archive has it (nil:
+	// the cache and the archive only).
+	API client.Reader
 	Ledger *store.Store
 	Auth   *auth.Authenticator
 	Clock  clock.PassiveClock

@@ -195,7 +195,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	})
 	authn := &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)}
 	deps := &handlers.Deps{
-		Cache: mgr.GetCache(), Writer: mgr.GetClient(), Ledger: ledger, Clock: o.Clock,
+		Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(), Ledger: ledger, Clock: o.Clock,
 		Auth: authn,
 		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes,
 			Breaker: routing.NewBreaker(o.Clock)},
