@@ -465,7 +465,7 @@ func (r *GenerationTaskReconciler) complete(ctx context.Context, t *v1.Generatio
 	done, expires := metav1.NewTime(now), metav1.NewTime(now.Add(ResultValidity))
 	st.Phase, st.Progress, st.Result, st.Error = v1.TaskCompleted, 100, p.result, nil
 	st.CompletedAt, st.ExpiresAt, st.NextPollAt = &done, &expires, nil
-	recorder{r.Events}.normal(t, v1.EventTaskCompleted, "Settle", "task %s completed", t.Spec.TaskID)
+	recorder{R: r.Events}.Normal(t, v1.EventTaskCompleted, "Settle", "task %s completed", t.Spec.TaskID)
 	return nil
 }
 
@@ -538,7 +538,7 @@ func (r *GenerationTaskReconciler) failWith(ctx context.Context, t *v1.Generatio
 	st.Phase, st.Progress, st.Result, st.NextPollAt = v1.TaskFailed, 0, nil, nil
 	st.Error = &v1.TaskError{Code: code, Message: message}
 	st.Billing, st.CompletedAt, st.ExpiresAt = refundedBilling(), &done, nil
-	recorder{r.Events}.warning(t, v1.EventTaskFailed, "Refund", "task %s failed and was refunded: %s", t.Spec.TaskID, message)
+	recorder{R: r.Events}.Warning(t, v1.EventTaskFailed, "Refund", "task %s failed and was refunded: %s", t.Spec.TaskID, message)
 	return nil
 }
 

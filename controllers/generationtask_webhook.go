@@ -77,7 +77,7 @@ func (r *GenerationTaskReconciler) deliverWebhook(ctx context.Context, t *v1.Gen
 	if d.Attempts >= maxAttempts || res.Forbidden { // a forbidden address stays forbidden
 		d.State, d.NextAttemptAt = v1.WebhookFailed, nil
 		log.FromContext(ctx).Info("webhook gave up", "task", t.Spec.TaskID, "attempts", d.Attempts, "reason", d.LastError)
-		recorder{r.Events}.warning(t, v1.EventWebhookGaveUp, "DeliverWebhook", "event %s not delivered after %d attempts: %s", d.ID, d.Attempts, d.LastError)
+		recorder{R: r.Events}.Warning(t, v1.EventWebhookGaveUp, "DeliverWebhook", "event %s not delivered after %d attempts: %s", d.ID, d.Attempts, d.LastError)
 		return 0
 	}
 	wait := roundUp(webhook.RetryAfter(d.Attempts))
