@@ -35,7 +35,7 @@ type Deps struct {
 	// API reads from the API server, past the cache: a task created a
 	// moment ago is answered before the cache or the archive has it (nil:
 	// the cache and the archive only).
-	API client.Reader
+	API    client.Reader
 	Ledger *store.Store
 	Auth   *auth.Authenticator
 	Clock  clock.PassiveClock

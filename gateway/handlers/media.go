@@ -367,7 +367,7 @@ func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelR
 			Name: tasks.ObjectName(taskID), Namespace: p.Tenant.Namespace,
 			// Held from the start: a task deleted before the controller
 			// first sees it still has its reservation refunded.
-			Finalizers:  []string{v1.LedgerFinalizer},
+			Finalizers: []string{v1.LedgerFinalizer},
 			Labels:     map[string]string{"app.kubernetes.io/managed-by": "modelgate"},
 		},
 		Spec: v1.GenerationTaskSpec{
