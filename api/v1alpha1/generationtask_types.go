@@ -177,6 +177,14 @@ type ReviewAsset struct {
 	// state is pending, passed or rejected.
 	// +kubebuilder:validation:Enum=pending;passed;rejected
 	State string `json:"state"`
+	// copy is the blob-store key of the reviewed copy: the upstream
+	// receives a signed link to it, never the source URL.
+	// +optional
+	Copy string `json:"copy,omitempty"`
+	// durationMillis is a video's or audio's duration read from the
+	// copy's headers (what pricing and the 15-second totals use).
+	// +optional
+	DurationMillis int64 `json:"durationMillis,omitempty"`
 }
 
 // ReviewRound is one preparation round of private asset review on one backend.

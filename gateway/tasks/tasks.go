@@ -45,6 +45,10 @@ type Submission struct {
 	InputImages       int64 `json:"inputImages,omitempty"`
 	DurationSeconds   int64 `json:"durationSeconds,omitempty"`
 	InputVideoSeconds int64 `json:"inputVideoSeconds,omitempty"`
+	// ListVideoSeconds is the part of the input video outside private
+	// asset review (video_list), as the gateway counted it; the reviewed
+	// videos are counted from their copies after review.
+	ListVideoSeconds float64 `json:"listVideoSeconds,omitempty"`
 	// ReviewAssets are the assets private asset review must pass, in
 	// selection order (inline data replaced by its SHA-256 digest).
 	ReviewAssets []ReviewAsset `json:"reviewAssets,omitempty"`
