@@ -142,6 +142,12 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, status, typ, msg)
 		return
 	}
+	if refused := m.awaitSubmission(ctx, task); refused != nil {
+		// Refunded by the controller: nothing is charged, the task is
+		// archived as failed, and the client sees the refusal itself.
+		apierr.Common(w, http.StatusUnprocessableEntity, codeContentPolicy, refused.Status.Error.Message)
+		return
+	}
 	taskSubmitted(span, model, task.Spec.TaskID)
 	out := tasks.Render(ctx, task, m.Blobs, m.Clock.Now())
 	out.Metadata = map[string]any{}
