@@ -303,6 +303,7 @@ type gatewayFlags struct {
 	cnyPerUSD   decimal.Decimal
 	probeImages bool
 	uploadTTL   time.Duration
+	submitWait  time.Duration
 	leaseTTL    time.Duration
 	durability  usagelog.Durability
 }
@@ -323,6 +324,8 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 		func(v string) (err error) { g.durability, err = usagelog.ParseDurability(v); return err })
 	fs.DurationVar(&g.uploadTTL, "upload-ttl", handlers.DefaultUploadTTL,
 		"how long an upload's signed URL works and the file is kept (a file a live task references is kept until the task ends)")
+	fs.DurationVar(&g.submitWait, "submit-wait", handlers.DefaultSubmitWait,
+		"how long an image or video submission waits for the upstream to accept or refuse it (a synchronous policy refusal answers 422, nothing charged); 0 answers at once")
 	g.leaseTTL = wire.DefaultLeaseTTL
 	fs.Func("lease-ttl", fmt.Sprintf("how long a quota lease lives without renewal (default %s, at least %s): an active key renews about every third of it, and the quota of a replica that dies without returning its leases is back this long (plus the manager's --lease-sweep-interval) after its last renewal", wire.DefaultLeaseTTL, minLeaseTTL),
 		func(v string) error {
@@ -345,7 +348,7 @@ func (g *gatewayFlags) options(dataDir string) wire.Options {
 		ConsoleSessionKey: []byte(os.Getenv("MODELGATE_CONSOLE_SESSION_KEY")),
 		BlobURL:           os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
-		UploadTTL: g.uploadTTL, LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
+		UploadTTL: g.uploadTTL, SubmitWait: submitWaitOption(g.submitWait), LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
 }
 
 func runGateway(ctx context.Context, args []string) error {
@@ -534,4 +537,13 @@ func redactDSN(dsn string) string {
 		return dsn
 	}
 	return u.Redacted()
+}
+
+// submitWaitOption maps --submit-wait 0 (answer at once) to the option's
+// "no wait", since a zero option means the default.
+func submitWaitOption(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

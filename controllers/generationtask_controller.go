@@ -236,7 +236,6 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 	}
 	channel := tasks.ReviewChannel(route.Namespace, route.Name, b.Name)
 	wait, all := maxPoll, true
-	copies := map[string][]string{} // asset type → stored copies
 	for i := range round.Assets {
 		a := &round.Assets[i]
 		state, again, refusal, copyKey, err := r.prepareAsset(ctx, svc, b, t.Namespace, store.ReviewAsset{UserID: t.Spec.UserID, Channel: channel,
@@ -250,7 +249,7 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 			return false, ctrl.Result{}, r.fail(ctx, t, now,
 				fmt.Sprintf("private asset review could not use the %s asset %s: %s; no video generation fee is charged", a.Type, a.URL, refusal))
 		}
-		copies[a.Type] = append(copies[a.Type], copyKey)
+		a.Copy = copyKey
 		if state == reviewRejected {
 			round.Outcome = reviewRejected
 			return false, ctrl.Result{}, r.fail(ctx, t, now,
@@ -260,7 +259,7 @@ func (r *GenerationTaskReconciler) review(ctx context.Context, t *v1.GenerationT
 			all, wait = false, min(wait, again)
 		}
 	}
-	if msg, err := r.referenceTotals(ctx, copies); err != nil || msg != "" {
+	if msg, err := r.referenceTotals(ctx, round, sub); err != nil || msg != "" {
 		if err != nil {
 			return false, ctrl.Result{}, err
 		}
@@ -290,7 +289,9 @@ func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc upstrea
 	if err != nil {
 		return "", 0, "", "", fmt.Errorf("prepare review asset: %w", err)
 	}
-	if rec.State == store.ReviewPending && rec.BlobKey == "" && !strings.HasPrefix(rec.Key, media.InlineKeyPrefix) {
+	// Copied in any state: a record decided before copies were made gets
+	// one too, since the upstream receives the copy, not the URL.
+	if rec.BlobKey == "" && !strings.HasPrefix(rec.Key, media.InlineKeyPrefix) {
 		obj, err := r.copier().Copy(ctx, rec.Type, rec.Key, assetcopy.Key(namespace, rec.Type, rec.Key))
 		if ref, ok := errors.AsType[*assetcopy.Refusal](err); ok {
 			// Not recorded as a decision: the URL may serve a usable file
@@ -327,25 +328,28 @@ func (r *GenerationTaskReconciler) prepareAsset(ctx context.Context, svc upstrea
 var reviewFields = map[string]string{"video": "video_with_roles", "audio": "audio_with_roles"}
 
 // referenceTotals applies the model's limit of 15 seconds in total to the
-// reviewed reference videos and to the reviewed audio, with durations read
-// from the stored copies' headers (what a client declares is not trusted).
-// It answers the refusal message, or "" while within the limit or while a
-// copy is still missing (an asset stored before copies were made).
-func (r *GenerationTaskReconciler) referenceTotals(ctx context.Context, copies map[string][]string) (string, error) {
+// reference videos and to the reviewed audio, with the reviewed assets'
+// durations read from their stored copies' headers (what a client declares
+// is not trusted; video_list, outside review, counts as the gateway counted
+// it). It answers the refusal message, or "" while within the limit or
+// while a copy is still missing (an asset stored before copies were made).
+func (r *GenerationTaskReconciler) referenceTotals(ctx context.Context, round *v1.ReviewRound, sub *tasks.Submission) (string, error) {
+	if msg, err := r.probeDurations(ctx, round); err != nil || msg != "" {
+		return msg, err
+	}
 	for _, typ := range []string{"video", "audio"} {
 		var total time.Duration
-		for _, key := range copies[typ] {
-			if key == "" || r.Blobs == nil {
+		if typ == "video" {
+			total = time.Duration(sub.ListVideoMillis) * time.Millisecond
+		}
+		for _, a := range round.Assets {
+			if a.Type != typ {
+				continue
+			}
+			if a.DurationMillis <= 0 {
 				return "", nil
 			}
-			d, err := r.durationOf(ctx, key)
-			if errors.Is(err, mediaduration.ErrUnknown) {
-				return fmt.Sprintf("private asset review could not read the duration of a %s asset: %v", typ, err), nil
-			}
-			if err != nil {
-				return "", err
-			}
-			total += d
+			total += time.Duration(a.DurationMillis) * time.Millisecond
 		}
 		if total > media.VideoMaxRefSeconds*time.Second {
 			return fmt.Sprintf("%s durations must total at most %d seconds (got %s, read from the files)",
@@ -353,6 +357,64 @@ func (r *GenerationTaskReconciler) referenceTotals(ctx context.Context, copies m
 		}
 	}
 	return "", nil
+}
+
+// probeDurations reads the duration of each video and audio copy once
+// (status keeps it for pricing); a copy whose headers give none is refused.
+func (r *GenerationTaskReconciler) probeDurations(ctx context.Context, round *v1.ReviewRound) (string, error) {
+	if r.Blobs == nil {
+		return "", nil
+	}
+	for i := range round.Assets {
+		a := &round.Assets[i]
+		if (a.Type != "video" && a.Type != "audio") || a.Copy == "" || a.DurationMillis > 0 {
+			continue
+		}
+		d, err := r.durationOf(ctx, a.Copy)
+		if errors.Is(err, mediaduration.ErrUnknown) {
+			return fmt.Sprintf("private asset review could not read the duration of a %s asset: %v", a.Type, err), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		a.DurationMillis = max(d.Milliseconds(), 1)
+	}
+	return "", nil
+}
+
+// passedRound is the task's last review round when it passed (nil when
+// the task had no review, or it has not passed).
+func passedRound(t *v1.GenerationTask) *v1.ReviewRound {
+	if n := len(t.Status.ReviewRounds); n > 0 && t.Status.ReviewRounds[n-1].Outcome == reviewPassed {
+		return &t.Status.ReviewRounds[n-1]
+	}
+	return nil
+}
+
+// inputVideoSeconds is the input video length to bill, whole seconds
+// rounded up: after a passed review the reviewed videos count with the
+// durations read from their copies (plus video_list as the gateway counted
+// it); otherwise, or while a reviewed video has no probed duration, the
+// gateway's figure (declared seconds, or an upload's probed ones).
+func inputVideoSeconds(t *v1.GenerationTask, sub *tasks.Submission) int64 {
+	round := passedRound(t)
+	if round == nil {
+		return sub.InputVideoSeconds
+	}
+	millis, probed := sub.ListVideoMillis, false
+	for _, a := range round.Assets {
+		if a.Type != "video" {
+			continue
+		}
+		if a.DurationMillis <= 0 {
+			return sub.InputVideoSeconds
+		}
+		millis, probed = millis+a.DurationMillis, true
+	}
+	if !probed {
+		return sub.InputVideoSeconds
+	}
+	return (millis + 999) / 1000
 }
 
 // durationOf probes a stored copy: only its container headers are read.
@@ -502,7 +564,7 @@ func (r *GenerationTaskReconciler) charge(ctx context.Context, t *v1.GenerationT
 			return q, true
 		}
 	default:
-		u := pricing.Usage{Requests: int64(len(p.result.Data)), InputImages: sub.InputImages, InputVideoSeconds: sub.InputVideoSeconds}
+		u := pricing.Usage{Requests: int64(len(p.result.Data)), InputImages: sub.InputImages, InputVideoSeconds: inputVideoSeconds(t, sub)}
 		if t.Spec.Type == v1.ModelTypeVideo {
 			u.Requests, u.OutputSeconds = 1, p.seconds
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -351,8 +352,11 @@ func optDuration(b *v1.Backend, key string, def time.Duration) time.Duration {
 func (r *GenerationTaskReconciler) upstreamCall(ctx context.Context, t *v1.GenerationTask, sub *tasks.Submission,
 	route *v1.ModelRoute, b *v1.Backend, now time.Time) (upstream.Call, error) {
 	request := t.Spec.Request.Raw
-	if r.Blobs != nil { // inline images the gateway stored travel as signed links
+	if r.Blobs != nil { // inline images the gateway stored and reviewed copies travel as signed links
 		var err error
+		if request, err = forwardCopies(request, t); err != nil {
+			return upstream.Call{}, err
+		}
 		if request, err = tasks.ResolveBlobRefs(ctx, request, r.Blobs, ResultValidity); err != nil {
 			return upstream.Call{}, err
 		}
@@ -535,4 +539,37 @@ func imageUsage(u *upstream.ImageUsage) *v1.ImageTokenUsage {
 		out.OutputTokensDetails = &v1.TokenCountDetails{TextTokens: d.TextTokens, ImageTokens: d.ImageTokens}
 	}
 	return out
+}
+
+// forwardCopies rewrites a stored request so that every reviewed URL asset
+// names its reviewed copy ("blob:<key>", signed when forwarded): the
+// upstream fetches the bytes review checked, never the tenant's URL, which
+// may serve other bytes by now or reach what the upstream should not.
+func forwardCopies(request []byte, t *v1.GenerationTask) ([]byte, error) {
+	round := passedRound(t)
+	if round == nil {
+		return request, nil
+	}
+	copies := map[string]string{}
+	for _, a := range round.Assets {
+		if a.Copy != "" && !strings.HasPrefix(a.URL, media.InlineKeyPrefix) {
+			copies[a.URL] = tasks.BlobScheme + a.Copy
+		}
+	}
+	if len(copies) == 0 {
+		return request, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(request))
+	dec.UseNumber() // numbers pass through unchanged
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("stored request: %w", err)
+	}
+	v = tasks.RewriteStrings(v, func(s string) string {
+		if c, ok := copies[s]; ok {
+			return c
+		}
+		return s
+	})
+	return json.Marshal(v)
 }

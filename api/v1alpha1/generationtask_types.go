@@ -123,6 +123,12 @@ type TaskSubmission struct {
 	DurationSeconds int64 `json:"durationSeconds,omitempty"`
 	// +optional
 	InputVideoSeconds int64 `json:"inputVideoSeconds,omitempty"`
+	// listVideoMillis is the part of the input video outside private asset
+	// review (video_list), as the gateway counted it; the reviewed videos
+	// are counted from their copies after review.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ListVideoMillis int64 `json:"listVideoMillis,omitempty"`
 	// reviewAssets are the assets private asset review must pass, in
 	// selection order (inline data replaced by its SHA-256 digest).
 	// +optional
@@ -254,6 +260,14 @@ type ReviewAsset struct {
 	// state is pending, passed or rejected.
 	// +kubebuilder:validation:Enum=pending;passed;rejected
 	State string `json:"state"`
+	// copy is the blob-store key of the reviewed copy: the upstream
+	// receives a signed link to it, never the source URL.
+	// +optional
+	Copy string `json:"copy,omitempty"`
+	// durationMillis is a video's or audio's duration read from the
+	// copy's headers (what pricing and the 15-second totals use).
+	// +optional
+	DurationMillis int64 `json:"durationMillis,omitempty"`
 }
 
 // ReviewRound is one preparation round of private asset review on one backend.

@@ -154,8 +154,11 @@ func optDuration(b *v1.Backend, key string, def time.Duration) time.Duration {
 func (p *pass) call(ctx context.Context, j *job) (upstream.Call, error) {
 	t := j.t
 	request := t.Spec.Request.Raw
-	if p.Blobs != nil { // inline images the gateway stored travel as signed links
+	if p.Blobs != nil { // inline images the gateway stored and reviewed copies travel as signed links
 		var err error
+		if request, err = forwardCopies(request, t); err != nil {
+			return upstream.Call{}, err
+		}
 		if request, err = tasks.ResolveBlobRefs(ctx, request, p.Blobs, ResultValidity); err != nil {
 			return upstream.Call{}, err
 		}

@@ -53,7 +53,6 @@ func (p *pass) review(ctx context.Context, j *job) (passed bool, res ctrl.Result
 	}
 	channel := tasks.ReviewChannel(j.route.Namespace, j.route.Name, j.backend.Name)
 	wait, all := maxPoll, true
-	copies := map[string][]string{} // asset type → stored copies
 	for i := range round.Assets {
 		a := &round.Assets[i]
 		prep, err := p.prepareAsset(ctx, j, svc, store.ReviewAsset{UserID: j.t.Spec.UserID, Channel: channel,
@@ -67,7 +66,7 @@ func (p *pass) review(ctx context.Context, j *job) (passed bool, res ctrl.Result
 			return false, ctrl.Result{}, p.fail(ctx, j.t,
 				fmt.Sprintf("private asset review could not use the %s asset %s: %s; no video generation fee is charged", a.Type, a.URL, prep.refusal))
 		}
-		copies[a.Type] = append(copies[a.Type], prep.copyKey)
+		a.Copy = prep.copyKey
 		if prep.state == v1.ReviewRejected {
 			round.Outcome = v1.ReviewRejected
 			return false, ctrl.Result{}, p.fail(ctx, j.t,
@@ -77,7 +76,7 @@ func (p *pass) review(ctx context.Context, j *job) (passed bool, res ctrl.Result
 			all, wait = false, min(wait, prep.wait)
 		}
 	}
-	if msg, err := p.referenceTotals(ctx, copies); err != nil || msg != "" {
+	if msg, err := p.referenceTotals(ctx, round, j.sub); err != nil || msg != "" {
 		if err != nil {
 			return false, ctrl.Result{}, err
 		}
@@ -139,7 +138,9 @@ func (p *pass) prepareAsset(ctx context.Context, j *job, svc upstream.AssetRevie
 	if err != nil {
 		return preparation{}, fmt.Errorf("prepare review asset: %w", err)
 	}
-	if rec.State == store.ReviewPending && rec.BlobKey == "" && !strings.HasPrefix(rec.Key, media.InlineKeyPrefix) {
+	// Copied in any state: a record decided before copies were made gets
+	// one too, since the upstream receives the copy, not the URL.
+	if rec.BlobKey == "" && !strings.HasPrefix(rec.Key, media.InlineKeyPrefix) {
 		obj, err := p.copier().Copy(ctx, rec.Type, rec.Key, assetcopy.Key(j.t.Namespace, rec.Type, rec.Key))
 		if ref, ok := errors.AsType[*assetcopy.Refusal](err); ok {
 			// Not recorded as a decision: the URL may serve a usable file
@@ -177,30 +178,56 @@ func (p *pass) prepareAsset(ctx context.Context, j *job, svc upstream.AssetRevie
 var reviewFields = map[string]string{"video": "video_with_roles", "audio": "audio_with_roles"}
 
 // referenceTotals applies the model's limit of 15 seconds in total to the
-// reviewed reference videos and to the reviewed audio, with durations read
-// from the stored copies' headers (what a client declares is not trusted).
-// It answers the refusal message, or "" while within the limit or while a
-// copy is still missing (an asset stored before copies were made).
-func (p *pass) referenceTotals(ctx context.Context, copies map[string][]string) (string, error) {
+// reference videos and to the reviewed audio, with the reviewed assets'
+// durations read from their stored copies' headers (what a client declares
+// is not trusted; video_list, outside review, counts as the gateway counted
+// it). It answers the refusal message, or "" while within the limit or
+// while a copy is still missing (an asset stored before copies were made).
+func (p *pass) referenceTotals(ctx context.Context, round *v1.ReviewRound, sub *tasks.Submission) (string, error) {
+	if msg, err := p.probeDurations(ctx, round); err != nil || msg != "" {
+		return msg, err
+	}
 	for _, typ := range []string{"video", "audio"} {
 		var total time.Duration
-		for _, key := range copies[typ] {
-			if key == "" || p.Blobs == nil {
+		if typ == "video" {
+			total = time.Duration(sub.ListVideoMillis) * time.Millisecond
+		}
+		for _, a := range round.Assets {
+			if a.Type != typ {
+				continue
+			}
+			if a.DurationMillis <= 0 {
 				return "", nil
 			}
-			d, err := p.durationOf(ctx, key)
-			if errors.Is(err, mediaduration.ErrUnknown) {
-				return fmt.Sprintf("private asset review could not read the duration of a %s asset: %v", typ, err), nil
-			}
-			if err != nil {
-				return "", err
-			}
-			total += d
+			total += time.Duration(a.DurationMillis) * time.Millisecond
 		}
 		if total > media.VideoMaxRefSeconds*time.Second {
 			return fmt.Sprintf("%s durations must total at most %d seconds (got %s, read from the files)",
 				reviewFields[typ], media.VideoMaxRefSeconds, strconv.FormatFloat(total.Seconds(), 'f', -1, 64)+" s"), nil
 		}
+	}
+	return "", nil
+}
+
+// probeDurations reads the duration of each video and audio copy once
+// (status keeps it for pricing); a copy whose headers give none is refused.
+func (p *pass) probeDurations(ctx context.Context, round *v1.ReviewRound) (string, error) {
+	if p.Blobs == nil {
+		return "", nil
+	}
+	for i := range round.Assets {
+		a := &round.Assets[i]
+		if (a.Type != "video" && a.Type != "audio") || a.Copy == "" || a.DurationMillis > 0 {
+			continue
+		}
+		d, err := p.durationOf(ctx, a.Copy)
+		if errors.Is(err, mediaduration.ErrUnknown) {
+			return fmt.Sprintf("private asset review could not read the duration of a %s asset: %v", a.Type, err), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		a.DurationMillis = max(d.Milliseconds(), 1)
 	}
 	return "", nil
 }
@@ -247,16 +274,6 @@ func (r *Reconciler) reviewer(b *v1.Backend) upstream.AssetReviewer {
 		return rv
 	}
 	return nil
-}
-
-// blobKeyOf is where the gateway stored an inline review asset ("" for URLs).
-func blobKeyOf(sub *tasks.Submission, key string) string {
-	for _, a := range sub.ReviewAssets {
-		if a.URL == key {
-			return a.BlobKey
-		}
-	}
-	return ""
 }
 
 // roundUp rounds a wait up to whole seconds (status times have second

@@ -113,7 +113,7 @@ func (p *pass) charge(ctx context.Context, j *job, out produced) (q billing.Quot
 			return q, true
 		}
 	default:
-		u := pricing.Usage{Requests: int64(len(out.result.Data)), InputImages: sub.InputImages, InputVideoSeconds: sub.InputVideoSeconds}
+		u := pricing.Usage{Requests: int64(len(out.result.Data)), InputImages: sub.InputImages, InputVideoSeconds: inputVideoSeconds(t, sub)}
 		if t.Spec.Type == v1.ModelTypeVideo {
 			u.Requests, u.OutputSeconds = 1, out.seconds
 		}

@@ -142,6 +142,12 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, status, typ, msg)
 		return
 	}
+	if refused := m.awaitSubmission(ctx, task); refused != nil {
+		// Refunded by the controller: nothing is charged, the task is
+		// archived as failed, and the client sees the refusal itself.
+		apierr.Common(w, http.StatusUnprocessableEntity, codeContentPolicy, refused.Status.Error.Message)
+		return
+	}
 	taskSubmitted(span, model, task.Spec.TaskID)
 	out := tasks.Render(ctx, task, m.Blobs, m.Clock.Now())
 	out.Metadata = map[string]any{}
@@ -263,7 +269,7 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 		fields []string // request field, then the URL key of its items
 	}{{"video", []string{"video_list", "video_url", "video_with_roles", "url"}}, {"audio", []string{"audio_with_roles", "url"}}}
 	for _, g := range groups {
-		var total float64
+		var total, list float64
 		var names []string
 		probed := false
 		for i := 0; i < len(g.fields); i += 2 {
@@ -289,6 +295,9 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 					secs, probed = d.Seconds(), true
 				}
 				total += secs
+				if g.fields[i] == "video_list" {
+					list += secs
+				}
 			}
 		}
 		if !probed {
@@ -299,7 +308,7 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 				strings.Join(names, " and "), media.VideoMaxRefSeconds, strconv.FormatFloat(math.Round(total*1000)/1000, 'f', -1, 64))
 		}
 		if g.typ == "video" {
-			n.InputVideoSeconds = total
+			n.InputVideoSeconds, n.ListVideoSeconds = total, list
 		} else {
 			n.InputAudioSeconds = total
 		}
@@ -357,7 +366,7 @@ func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelR
 		AcceptedAt: accepted.UnixMilli(), RouteNamespace: route.Namespace, RouteName: route.Name, Backends: backends,
 		PriceNamespace: rule.Namespace, PriceName: rule.Name, Price: rule.Spec(), TokenDisplay: p.Token.Spec.DisplayName,
 		Outputs: int64(max(n.N, 1)), InputImages: int64(n.ReferenceImages), DurationSeconds: int64(n.Duration),
-		InputVideoSeconds: mediaEstimate(n).InputVideoSeconds,
+		InputVideoSeconds: mediaEstimate(n).InputVideoSeconds, ListVideoMillis: int64(math.Round(n.ListVideoSeconds * 1000)),
 	}
 	for _, a := range n.ReviewAssets {
 		sub.ReviewAssets = append(sub.ReviewAssets, tasks.ReviewAsset{Type: string(a.Type), URL: a.URL, Role: a.Role, BlobKey: inline[a.URL]})
