@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/devenv"
 	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
@@ -230,6 +231,7 @@ func registerConcurrency(fs *flag.FlagSet, c *controllers.Concurrency) {
 	}{
 		{"tenant", &c.Tenant, d.Tenant}, {"apitoken", &c.ApiToken, d.ApiToken}, {"modelroute", &c.ModelRoute, d.ModelRoute},
 		{"pricerule", &c.PriceRule, d.PriceRule}, {"generationtask", &c.GenerationTask, d.GenerationTask},
+		{"taskwebhook", &c.TaskWebhook, d.TaskWebhook},
 	} {
 		fs.IntVar(f.v, "concurrent-"+f.kind+"-reconciles", f.def, "objects of this kind reconciled at once")
 	}
@@ -253,7 +255,7 @@ func runManager(ctx context.Context, args []string) error {
 	fs.StringVar(&m.probeAddr, "health-probe-bind-address", ":8081", "health and readiness probe address")
 	fs.BoolVar(&m.leaderElect, "leader-elect", true, "elect one active manager among replicas")
 	fs.DurationVar(&m.syncPeriod, "status-sync-period", controllers.DefaultBalanceSyncPeriod, "how often ledger figures are mirrored into status")
-	fs.DurationVar(&m.reviewDeadline, "review-deadline", controllers.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
+	fs.DurationVar(&m.reviewDeadline, "review-deadline", generationtask.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
 	fs.DurationVar(&m.reviewRetention, "review-asset-retention", tasks.DefaultReviewAssetRetention, "private asset review: how long an unused reviewed asset stays reusable")
 	registerHousekeeping(fs, &m.housekeeping)
 	registerConcurrency(fs, &m.concurrency)

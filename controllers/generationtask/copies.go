@@ -91,4 +91,3 @@ func blobKeyOf(sub *tasks.Submission, key string) string {
 	}
 	return ""
 }
-
