@@ -142,7 +142,7 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, status, typ, msg)
 		return
 	}
-	if refused := m.awaitSubmission(ctx, task); refused != nil {
+	if refused := m.awaitSubmission(ctx, task, requestID); refused != nil {
 		// Refunded by the controller: nothing is charged, the task is
 		// archived as failed, and the client sees the refusal itself.
 		apierr.Common(w, http.StatusUnprocessableEntity, codeContentPolicy, refused.Status.Error.Message)

@@ -37,9 +37,11 @@ func (d *Deps) submitWait() time.Duration {
 // then and archives it as failed. nil means answer as usual: the upstream
 // accepted, the task failed otherwise, private asset review runs first (it
 // can take minutes), or the wait ran out.
-func (m *Media) awaitSubmission(ctx context.Context, created *v1.GenerationTask) *v1.GenerationTask {
+// A replayed submission (client_business_id) is answered at once: its
+// task was created, and waited for, by the first one.
+func (m *Media) awaitSubmission(ctx context.Context, created *v1.GenerationTask, requestID string) *v1.GenerationTask {
 	wait := m.submitWait()
-	if wait <= 0 || m.Cache == nil {
+	if wait <= 0 || m.Cache == nil || created.Spec.RequestID != requestID {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
