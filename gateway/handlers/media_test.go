@@ -524,8 +524,11 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: tasks.ObjectName(ok)}, task)).To(Succeed())
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: cdn + "/cat.png",
-			Type: "image", Role: "reference_image", State: "passed"}}))
+		Expect(task.Status.ReviewRounds[0].Assets).To(HaveLen(1))
+		reviewedCopy := task.Status.ReviewRounds[0].Assets[0]
+		Expect(reviewedCopy.Copy).To(HavePrefix("tenants/"+acct.Namespace+"/review-assets/"), "the upstream gets the reviewed copy")
+		reviewedCopy.Copy = ""
+		Expect(reviewedCopy).To(Equal(v1.ReviewAsset{URL: cdn + "/cat.png", Type: "image", Role: "reference_image", State: "passed"}))
 		Expect(remain(acct)).To(Equal(before - 50000)) // only the passed one: 2 s × 0.05 USD
 	})
 
@@ -703,7 +706,23 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		} {
 			By(c.name)
 			c.setup()
-			failed := await(acct, "videos", submitted(acct, body))
+			// A refusal at submission may answer the POST itself (422,
+			// when it comes within the gateway's submit wait); otherwise
+			// the task fails with it.
+			var code int
+			var sub map[string]any
+			Eventually(func(g Gomega) { // until the gateway's cache has the route's price
+				code, sub, _ = call("POST", "/v1/videos/generations", bearer(acct.Key), body)
+				g.Expect(code).NotTo(Equal(http.StatusNotFound), "%v", sub)
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+			if code == http.StatusUnprocessableEntity {
+				Expect(c.code).To(Equal("content_policy_violation"), "%v", sub)
+				Expect(sub["error"].(map[string]any)["message"]).To(ContainSubstring("content policy"))
+				Expect(remain(acct)).To(Equal(before))
+				continue
+			}
+			Expect(code).To(Equal(200), "%v", sub)
+			failed := await(acct, "videos", sub["id"].(string))
 			Expect(failed["status"]).To(Equal("failed"))
 			Expect(failed["error"]).To(Equal(map[string]any{"code": c.code, "message": c.message}))
 			Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
@@ -737,7 +756,12 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		assets := append([]v1.ReviewAsset(nil), task.Status.ReviewRounds[0].Assets...)
+		for i := range assets {
+			Expect(assets[i].Copy).To(ContainSubstring("/review-assets/"), "each asset has its reviewed copy")
+			assets[i].Copy, assets[i].DurationMillis = "", 0
+		}
+		Expect(assets).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/still.png", Type: "image", Role: "reference_image", State: "passed"},
 			{URL: cdn + "/clip.mp4", Type: "video", Role: "reference_video", State: "passed"},
 		}))
@@ -750,8 +774,12 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			VideoList       []any                        `json:"video_list"`
 		}
 		Expect(json.Unmarshal(up.Requests()[0].Body, &sent)).To(Succeed())
-		Expect(sent.ReferenceImages).To(Equal([]string{cdn + "/still.png"}))
-		Expect(sent.VideoWithRoles).To(Equal([]struct{ URL, Role string }{{URL: cdn + "/clip.mp4", Role: "reference_video"}}))
+		// The reviewed copies, as signed links, not the tenant's URLs.
+		Expect(sent.ReferenceImages).To(HaveLen(1))
+		Expect(sent.ReferenceImages[0]).To(ContainSubstring("review-assets"))
+		Expect(sent.VideoWithRoles).To(HaveLen(1))
+		Expect(sent.VideoWithRoles[0].URL).To(ContainSubstring("review-assets"))
+		Expect(sent.VideoWithRoles[0].Role).To(Equal("reference_video"))
 		Expect(sent.VideoList).To(BeEmpty(), "video_list is outside review scope: the reviewed video stays in video_with_roles")
 
 		By("a rejected video fails the task before generation, without a fee")
