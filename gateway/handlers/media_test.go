@@ -812,7 +812,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "20", "cost_usd": "0.1"}))
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		Expect(withoutCopies(task.Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/look.png", Type: "image", Role: "reference_image", State: "passed"},
 			{URL: cdn + "/pose.png", Type: "image", Role: "reference_image", State: "passed"},
 		}))
@@ -846,7 +846,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		done := await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		task := taskObject(acct, id)
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		Expect(withoutCopies(task.Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/first.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		var req map[string]any
 		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
@@ -859,7 +859,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			"reference_images": []string{cdn + "/reject-ignored.png"}})
 		done = await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
-		Expect(taskObject(acct, id).Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		Expect(withoutCopies(taskObject(acct, id).Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/chosen.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 100000))
 
@@ -1046,7 +1046,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(string(task.Spec.Request.Raw)).To(ContainSubstring(`"url":"`+tasks.BlobScheme+key+`"`),
 			"the stored copy's reference replaces the inline data in the task")
 		Expect(len(task.Spec.Request.Raw)).To(BeNumerically("<", 1024))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "sha256:" + digest,
+		Expect(withoutCopies(task.Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{{URL: "sha256:" + digest,
 			Type: "image", Role: "first_frame", State: "passed"}}))
 		r, err := stack.Blobs.Open(ctx, key)
 		Expect(err).NotTo(HaveOccurred())
@@ -1092,4 +1092,17 @@ func mustInt(v any) int64 {
 	n, err := v.(json.Number).Int64()
 	Expect(err).NotTo(HaveOccurred())
 	return n
+}
+
+// withoutCopies checks that every reviewed asset has its stored copy (the
+// upstream receives the copy) and returns the assets without the copy and
+// the probed duration, to compare with what was submitted.
+func withoutCopies(assets []v1.ReviewAsset) []v1.ReviewAsset {
+	GinkgoHelper()
+	out := append([]v1.ReviewAsset(nil), assets...)
+	for i := range out {
+		Expect(out[i].Copy).NotTo(BeEmpty(), "asset %s has its reviewed copy", out[i].URL)
+		out[i].Copy, out[i].DurationMillis = "", 0
+	}
+	return out
 }
