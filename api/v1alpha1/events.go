@@ -15,12 +15,8 @@ const (
 	// EventTaskCompleted and EventTaskFailed: a GenerationTask ended.
 	EventTaskCompleted = "TaskCompleted"
 	EventTaskFailed    = "TaskFailed"
-	// EventTaskSubmitted: an upstream accepted a GenerationTask.
-	EventTaskSubmitted = "TaskSubmitted"
 	// EventTaskSettled: a task's charge was confirmed in the ledger.
 	EventTaskSettled = "TaskSettled"
-	// EventWebhookDelivered: a task's webhook was acknowledged.
-	EventWebhookDelivered = "WebhookDelivered"
 	// EventWebhookGaveUp: a task's webhook was not delivered after every attempt.
 	EventWebhookGaveUp = "WebhookGaveUp"
 )
