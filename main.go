@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/devenv"
 	"github.com/modelgate/modelgate/gateway/handlers"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
@@ -230,6 +231,7 @@ func registerConcurrency(fs *flag.FlagSet, c *controllers.Concurrency) {
 	}{
 		{"tenant", &c.Tenant, d.Tenant}, {"apitoken", &c.ApiToken, d.ApiToken}, {"modelroute", &c.ModelRoute, d.ModelRoute},
 		{"pricerule", &c.PriceRule, d.PriceRule}, {"generationtask", &c.GenerationTask, d.GenerationTask},
+		{"taskwebhook", &c.TaskWebhook, d.TaskWebhook},
 	} {
 		fs.IntVar(f.v, "concurrent-"+f.kind+"-reconciles", f.def, "objects of this kind reconciled at once")
 	}
@@ -253,7 +255,7 @@ func runManager(ctx context.Context, args []string) error {
 	fs.StringVar(&m.probeAddr, "health-probe-bind-address", ":8081", "health and readiness probe address")
 	fs.BoolVar(&m.leaderElect, "leader-elect", true, "elect one active manager among replicas")
 	fs.DurationVar(&m.syncPeriod, "status-sync-period", controllers.DefaultBalanceSyncPeriod, "how often ledger figures are mirrored into status")
-	fs.DurationVar(&m.reviewDeadline, "review-deadline", controllers.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
+	fs.DurationVar(&m.reviewDeadline, "review-deadline", generationtask.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
 	fs.DurationVar(&m.reviewRetention, "review-asset-retention", tasks.DefaultReviewAssetRetention, "private asset review: how long an unused reviewed asset stays reusable")
 	registerHousekeeping(fs, &m.housekeeping)
 	registerConcurrency(fs, &m.concurrency)
@@ -303,6 +305,7 @@ type gatewayFlags struct {
 	cnyPerUSD   decimal.Decimal
 	probeImages bool
 	uploadTTL   time.Duration
+	submitWait  time.Duration
 	leaseTTL    time.Duration
 	durability  usagelog.Durability
 }
@@ -323,6 +326,8 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 		func(v string) (err error) { g.durability, err = usagelog.ParseDurability(v); return err })
 	fs.DurationVar(&g.uploadTTL, "upload-ttl", handlers.DefaultUploadTTL,
 		"how long an upload's signed URL works and the file is kept (a file a live task references is kept until the task ends)")
+	fs.DurationVar(&g.submitWait, "submit-wait", handlers.DefaultSubmitWait,
+		"how long an image or video submission waits for the upstream to accept or refuse it (a synchronous policy refusal answers 422, nothing charged); 0 answers at once")
 	g.leaseTTL = wire.DefaultLeaseTTL
 	fs.Func("lease-ttl", fmt.Sprintf("how long a quota lease lives without renewal (default %s, at least %s): an active key renews about every third of it, and the quota of a replica that dies without returning its leases is back this long (plus the manager's --lease-sweep-interval) after its last renewal", wire.DefaultLeaseTTL, minLeaseTTL),
 		func(v string) error {
@@ -345,7 +350,7 @@ func (g *gatewayFlags) options(dataDir string) wire.Options {
 		ConsoleSessionKey: []byte(os.Getenv("MODELGATE_CONSOLE_SESSION_KEY")),
 		BlobURL:           os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
-		UploadTTL: g.uploadTTL, LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
+		UploadTTL: g.uploadTTL, SubmitWait: submitWaitOption(g.submitWait), LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
 }
 
 func runGateway(ctx context.Context, args []string) error {
@@ -534,4 +539,13 @@ func redactDSN(dsn string) string {
 		return dsn
 	}
 	return u.Redacted()
+}
+
+// submitWaitOption maps --submit-wait 0 (answer at once) to the option's
+// "no wait", since a zero option means the default.
+func submitWaitOption(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

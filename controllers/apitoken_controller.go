@@ -133,7 +133,7 @@ func (r *ApiTokenReconciler) register(ctx context.Context, tok *v1.ApiToken) rec
 		return stepFailed(tok, registered, ledgerError{err})
 	}
 	if tok.Status.TokenID != id {
-		recorder{r.Events}.normal(tok, v1.EventTokenRegistered, "Register", "registered in the ledger as token %d", id)
+		recorder{R: r.Events}.Normal(tok, v1.EventTokenRegistered, "Register", "registered in the ledger as token %d", id)
 	}
 	tok.Status.TokenID = id
 	return reconciler.Done(v1.ReasonReconciled, "registered in the ledger as token %d", id)

@@ -47,7 +47,7 @@ func (r *ApiTokenReconciler) ensureKey(ctx context.Context, tok *v1.ApiToken) re
 		if key, err = r.writeNewKey(ctx, tok, name); err != nil {
 			return retryLater(tok, v1.ReasonSecretUnavailable, err)
 		}
-		recorder{r.Events}.normal(tok, v1.EventKeyProvisioned, "ProvisionKey", "generated a new key into Secret %s", name)
+		recorder{R: r.Events}.Normal(tok, v1.EventKeyProvisioned, "ProvisionKey", "generated a new key into Secret %s", name)
 	}
 	r.setKey(tok, name, key)
 	return reconciler.Done(v1.ReasonReconciled, "key %s generated into Secret %s", tok.Status.KeyPrefix, name)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -28,13 +29,13 @@ type Ledger interface {
 var _ Ledger = (*store.Store)(nil)
 
 // SystemLedger is everything the controller set needs from the database:
-// the reconcilers' Ledger, the GenerationTask controller's TaskLedger, the
+// the reconcilers' Ledger, the GenerationTask controller's, the
 // review sweeper's records and the housekeeping jobs. Setup takes it whole,
 // so a ledger that lacks a part is a compile error, not a controller that
 // silently never runs.
 type SystemLedger interface {
 	Ledger
-	TaskLedger
+	generationtask.Ledger
 	tasks.ReviewRecords
 	housekeeping.Ledger
 }

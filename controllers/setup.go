@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -43,14 +44,14 @@ type Options struct {
 
 // Concurrency is the number of concurrent reconciles per controller.
 type Concurrency struct {
-	Tenant, ApiToken, ModelRoute, PriceRule, GenerationTask int
+	Tenant, ApiToken, ModelRoute, PriceRule, GenerationTask, TaskWebhook int
 }
 
 // DefaultConcurrency: one worker where reconciles are cheap and rare;
 // ApiToken runs 4 (a GitOps fleet of thousands of keys waits on the ledger
-// and the API server, not on CPU) and GenerationTask 8 (tasks wait on
-// upstreams).
-var DefaultConcurrency = Concurrency{Tenant: 1, ApiToken: 4, ModelRoute: 1, PriceRule: 1, GenerationTask: 8}
+// and the API server, not on CPU), GenerationTask 8 (tasks wait on
+// upstreams) and TaskWebhook 4 (deliveries wait on receivers).
+var DefaultConcurrency = Concurrency{Tenant: 1, ApiToken: 4, ModelRoute: 1, PriceRule: 1, GenerationTask: 8, TaskWebhook: 4}
 
 // withDefaults fills zero fields from DefaultConcurrency.
 func (c Concurrency) withDefaults() Concurrency {
@@ -63,7 +64,7 @@ func (c Concurrency) withDefaults() Concurrency {
 	d := DefaultConcurrency
 	return Concurrency{Tenant: pick(c.Tenant, d.Tenant), ApiToken: pick(c.ApiToken, d.ApiToken),
 		ModelRoute: pick(c.ModelRoute, d.ModelRoute), PriceRule: pick(c.PriceRule, d.PriceRule),
-		GenerationTask: pick(c.GenerationTask, d.GenerationTask)}
+		GenerationTask: pick(c.GenerationTask, d.GenerationTask), TaskWebhook: pick(c.TaskWebhook, d.TaskWebhook)}
 }
 
 // Setup registers every reconciler with the manager. Indexes are registered
@@ -88,10 +89,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Workers: workers.ModelRoute}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("modelroute controller: %w", err)
 	}
-	if err := (&GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Upstreams: o.Upstreams, Blobs: o.Blobs, Clock: o.Clock,
+	if err := (&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Upstreams: o.Upstreams, Blobs: o.Blobs, Clock: o.Clock,
 		Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline, Workers: workers.GenerationTask,
 		Events: mgr.GetEventRecorder("modelgate-generationtask")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask controller: %w", err)
+	}
+	if err := (&generationtask.WebhookReconciler{Client: mgr.GetClient(), Blobs: o.Blobs, Clock: o.Clock, Workers: workers.TaskWebhook,
+		Events: mgr.GetEventRecorder("modelgate-taskwebhook")}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("generationtask webhook controller: %w", err)
 	}
 	var blobs tasks.BlobDeleter
 	if o.Blobs != nil { // not a typed nil in the interface

@@ -1,21 +1,14 @@
 package controllers
 
 import (
-	"context"
 	"errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 )
-
-// patchStatusIfChanged writes obj's status when it differs from before's.
-func patchStatusIfChanged(ctx context.Context, c client.Client, before, obj client.Object) error {
-	return reconciler.PatchStatusIfChanged(ctx, c, before, obj)
-}
 
 // setCondition sets one condition, stamped with the generation it describes.
 func setCondition(conds *[]metav1.Condition, generation int64, typ string, ok bool, reason, message string) {

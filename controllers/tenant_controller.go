@@ -152,7 +152,7 @@ func (r *TenantReconciler) register(ctx context.Context, t *v1.Tenant) reconcile
 		return stepFailed(t, registered, ledgerError{err})
 	}
 	if t.Status.UserID != id {
-		recorder{r.Events}.normal(t, v1.EventTenantRegistered, "Register", "registered in the ledger as user %d", id)
+		recorder{R: r.Events}.Normal(t, v1.EventTenantRegistered, "Register", "registered in the ledger as user %d", id)
 	}
 	t.Status.UserID = id
 	if err := r.Ledger.SetTenantUnlimited(ctx, id, t.Spec.UnlimitedQuota); err != nil {
@@ -181,7 +181,7 @@ func (r *TenantReconciler) applyGrants(ctx context.Context, t *v1.Tenant) reconc
 			return stepFailed(t, true, ledgerError{fmt.Errorf("apply grant %q: %w", g.ID, err)})
 		}
 		if applied { // not when only a lost status write is being repaired
-			recorder{r.Events}.normal(t, v1.EventGrantApplied, "ApplyGrant", "grant %s added %d quota", g.ID, int64(amount))
+			recorder{R: r.Events}.Normal(t, v1.EventGrantApplied, "ApplyGrant", "grant %s added %d quota", g.ID, int64(amount))
 		}
 		t.Status.AppliedGrants = append(t.Status.AppliedGrants, g.ID)
 		log.FromContext(ctx).Info("applied grant", "grant", g.ID, "quota", int64(amount))

@@ -76,10 +76,83 @@ const (
 	ReasonInvalid = "Invalid"
 )
 
-// GenerationTask reasons of the Ready condition.
+// GenerationTask condition types, one per step of a task's life; Ready is
+// True once nothing is left to do (final, settled, archived, its webhook
+// delivered or given up).
+const (
+	// ConditionAdmitted: the controller took the task in (queued, its
+	// reservation listed as a pre_consumed usage row, archived).
+	ConditionAdmitted = "Admitted"
+	// ConditionReviewed: private asset review passed (or does not apply).
+	ConditionReviewed = "Reviewed"
+	// ConditionSubmitted: an upstream accepted the task.
+	ConditionSubmitted = "Submitted"
+	// ConditionSettled: the charge is final (settled or refunded) and the
+	// task is archived in the ledger.
+	ConditionSettled = "Settled"
+	// ConditionDelivered: the final-state webhook was delivered (or the
+	// tenant configures none).
+	ConditionDelivered = "Delivered"
+)
+
+// GenerationTask reasons.
 const (
 	ReasonTaskInFlight = "InFlight"
 	ReasonTaskArchived = "Archived"
+	// ReasonPending: the step has not started yet.
+	ReasonPending = "Pending"
+	// ReasonAdmitted: the reservation is held and listed.
+	ReasonAdmitted = "Admitted"
+	// ReasonNotRequired: the step does not apply to the task.
+	ReasonNotRequired = "NotRequired"
+	// ReasonReviewing, ReasonReviewPassed, ReasonReviewRejected and
+	// ReasonReviewExpired follow the last review round.
+	ReasonReviewing      = "Reviewing"
+	ReasonReviewPassed   = "Passed"
+	ReasonReviewRejected = "Rejected"
+	ReasonReviewExpired  = "Expired"
+	// ReasonAccepted: an upstream accepted the task.
+	ReasonAccepted = "Accepted"
+	// ReasonUpstreamFailed: no upstream accepted the task, or the one that
+	// did failed it (the task's error says why).
+	ReasonUpstreamFailed = "UpstreamFailed"
+	// ReasonContentPolicy: an upstream refused the task for policy reasons.
+	ReasonContentPolicy = "ContentPolicy"
+	// ReasonDeleted: the task was deleted before it finished.
+	ReasonDeleted = "Deleted"
+	// ReasonHeld: the reservation is held until the task ends.
+	ReasonHeld = "Held"
+	// ReasonSettled and ReasonRefunded: the charge is final.
+	ReasonSettled  = "Settled"
+	ReasonRefunded = "Refunded"
+	// ReasonWaiting: the step waits for the task to end.
+	ReasonWaiting = "Waiting"
+	// ReasonNoWebhook: the tenant configures no webhook.
+	ReasonNoWebhook = "NoWebhook"
+	// ReasonDelivering, ReasonDelivered and ReasonWebhookGaveUp follow
+	// status.webhook.
+	ReasonDelivering    = "Delivering"
+	ReasonDelivered     = "Delivered"
+	ReasonWebhookGaveUp = "GaveUp"
+)
+
+// Review round outcomes and asset states (status.reviewRounds).
+const (
+	ReviewPending  = "pending"
+	ReviewPassed   = "passed"
+	ReviewRejected = "rejected"
+	ReviewExpired  = "expired"
+)
+
+// Task error codes (status.error.code), the contract's.
+const (
+	// CodeGenerationFailed is the error code of a failed task.
+	CodeGenerationFailed = "generation_failed"
+	// CodeContentPolicy is the code of a task an upstream refused for
+	// policy reasons (the image task error table's 422 type).
+	CodeContentPolicy = "content_policy_violation"
+	// CodeDeleted is the code of a task deleted before it finished.
+	CodeDeleted = "deleted"
 )
 
 // GetConditions, SetConditions and SetObservedGeneration let one reconcile
@@ -97,3 +170,8 @@ func (r *ModelRoute) SetObservedGeneration(g int64)      { r.Status.ObservedGene
 func (p *PriceRule) GetConditions() []metav1.Condition   { return p.Status.Conditions }
 func (p *PriceRule) SetConditions(c []metav1.Condition)  { p.Status.Conditions = c }
 func (p *PriceRule) SetObservedGeneration(g int64)       { p.Status.ObservedGeneration = g }
+func (t *GenerationTask) GetConditions() []metav1.Condition {
+	return t.Status.Conditions
+}
+func (t *GenerationTask) SetConditions(c []metav1.Condition) { t.Status.Conditions = c }
+func (t *GenerationTask) SetObservedGeneration(g int64)      { t.Status.ObservedGeneration = g }

@@ -15,6 +15,8 @@ const (
 	// EventTaskCompleted and EventTaskFailed: a GenerationTask ended.
 	EventTaskCompleted = "TaskCompleted"
 	EventTaskFailed    = "TaskFailed"
+	// EventTaskSettled: a task's charge was confirmed in the ledger.
+	EventTaskSettled = "TaskSettled"
 	// EventWebhookGaveUp: a task's webhook was not delivered after every attempt.
 	EventWebhookGaveUp = "WebhookGaveUp"
 )

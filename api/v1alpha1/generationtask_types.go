@@ -70,6 +70,89 @@ type GenerationTaskSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	RequestID string `json:"requestID"`
+
+	// submission is what the gateway decided when it accepted the task and
+	// the controller needs later. Absent only on tasks accepted by a release
+	// that carried it in an annotation.
+	// +optional
+	Submission *TaskSubmission `json:"submission,omitempty"`
+}
+
+// TaskSubmission is the gateway's decision at submission time: when the
+// request was accepted (the pricing instant), the route and its backends in
+// plan order, and the price rule that priced the reservation (a snapshot,
+// so a later price change does not change the charge of an accepted task).
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="submission is immutable"
+type TaskSubmission struct {
+	// acceptedAt is the pricing instant, Unix milliseconds.
+	// +required
+	AcceptedAt int64 `json:"acceptedAt"`
+	// routeNamespace and routeName identify the ModelRoute.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	RouteNamespace string `json:"routeNamespace"`
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	RouteName string `json:"routeName"`
+	// backends are the candidate backend names in the order to try.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	Backends []string `json:"backends"`
+	// priceNamespace, priceName and price are the price rule snapshot.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	PriceNamespace string `json:"priceNamespace"`
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	PriceName string `json:"priceName"`
+	// +required
+	Price PriceRuleSpec `json:"price"`
+	// tokenDisplayName is the key's display name for the usage row.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	TokenDisplay string `json:"tokenDisplayName,omitempty"`
+	// outputs, inputImages, durationSeconds (requested; -1: the model
+	// decides) and inputVideoSeconds are the billing facts of the request.
+	// +required
+	Outputs int64 `json:"outputs"`
+	// +optional
+	InputImages int64 `json:"inputImages,omitempty"`
+	// +optional
+	DurationSeconds int64 `json:"durationSeconds,omitempty"`
+	// +optional
+	InputVideoSeconds int64 `json:"inputVideoSeconds,omitempty"`
+	// listVideoMillis is the part of the input video outside private asset
+	// review (video_list), as the gateway counted it; the reviewed videos
+	// are counted from their copies after review.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ListVideoMillis int64 `json:"listVideoMillis,omitempty"`
+	// reviewAssets are the assets private asset review must pass, in
+	// selection order (inline data replaced by its SHA-256 digest).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ReviewAssets []SubmittedAsset `json:"reviewAssets,omitempty"`
+}
+
+// SubmittedAsset is one asset under private asset review. url is the
+// asset's URL, or "sha256:<hex>" of an inline asset's decoded content,
+// which the gateway stored at blobKey.
+type SubmittedAsset struct {
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	Type string `json:"type"`
+	// +required
+	// +kubebuilder:validation:MaxLength=8192
+	URL string `json:"url"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Role string `json:"role,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	BlobKey string `json:"blobKey,omitempty"`
 }
 
 // TaskPhase is the contract's task status.
@@ -177,6 +260,14 @@ type ReviewAsset struct {
 	// state is pending, passed or rejected.
 	// +kubebuilder:validation:Enum=pending;passed;rejected
 	State string `json:"state"`
+	// copy is the blob-store key of the reviewed copy: the upstream
+	// receives a signed link to it, never the source URL.
+	// +optional
+	Copy string `json:"copy,omitempty"`
+	// durationMillis is a video's or audio's duration read from the
+	// copy's headers (what pricing and the 15-second totals use).
+	// +optional
+	DurationMillis int64 `json:"durationMillis,omitempty"`
 }
 
 // ReviewRound is one preparation round of private asset review on one backend.
@@ -198,7 +289,8 @@ type ReviewRound struct {
 
 // GenerationTaskStatus is the observed state of a GenerationTask.
 type GenerationTaskStatus struct {
-	// conditions: Ready (the task reached a final phase and was settled).
+	// conditions: Admitted, Reviewed, Submitted, Settled and Delivered,
+	// one per step, summarised into Ready (nothing is left to do).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -317,6 +409,13 @@ type WebhookDelivery struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress`
 // +kubebuilder:printcolumn:name="Billing",type=string,JSONPath=`.status.billing.status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Admitted",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Admitted")].status`
+// +kubebuilder:printcolumn:name="Reviewed",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Reviewed")].status`
+// +kubebuilder:printcolumn:name="Submitted",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Submitted")].status`
+// +kubebuilder:printcolumn:name="Settled",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Settled")].status`
+// +kubebuilder:printcolumn:name="Delivered",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Delivered")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type GenerationTask struct {
 	metav1.TypeMeta   `json:",inline"`

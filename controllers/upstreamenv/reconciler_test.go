@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/controllers/internal/tasktest"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -41,7 +41,7 @@ func TestUpstreamPollWait(t *testing.T) {
 		{4 * s, 25 * s, 0.5, 25 * s},    // Retry-After wins when longer
 		{time.Hour, 2 * s, 0.5, 30 * s}, // … and not when shorter
 	} {
-		if got := controllers.UpstreamPollWait(c.elapsed, c.retryAfter, s, 30*s, c.j); got != c.want {
+		if got := generationtask.UpstreamPollWait(c.elapsed, c.retryAfter, s, 30*s, c.j); got != c.want {
 			t.Errorf("UpstreamPollWait(%s, %s, j=%v) = %s, want %s", c.elapsed, c.retryAfter, c.j, got, c.want)
 		}
 	}
@@ -55,7 +55,7 @@ var _ = Describe("GenerationTask reconciler on upstream adapters", func() {
 	var (
 		clk             *clocktesting.FakeClock
 		c               client.Client
-		r               *controllers.GenerationTaskReconciler
+		r               *generationtask.Reconciler
 		images          *fakeupstream.OpenAIImages
 		taskAPI         *fakeupstream.TaskAPI
 		userID, tokenID int64
@@ -96,7 +96,7 @@ var _ = Describe("GenerationTask reconciler on upstream adapters", func() {
 		Expect(corev1.AddToScheme(scheme)).To(Succeed())
 		c = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.GenerationTask{}).
 			WithObjects(route, secret).Build()
-		r = &controllers.GenerationTaskReconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk}
+		r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk}
 	})
 
 	submit := func(request string, n int64, backends ...string) *v1.GenerationTask {

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
@@ -61,7 +61,7 @@ func startManager() {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&controllers.GenerationTaskReconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs,
+	Expect((&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs,
 		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)
 	done := make(chan struct{})

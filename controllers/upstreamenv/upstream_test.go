@@ -68,16 +68,13 @@ var _ = Describe("GenerationTask on asynchronous upstreams", Ordered, func() {
 			Outputs: 1, DurationSeconds: duration,
 			Price: v1.PriceRuleSpec{Model: v1.ModelID(route), ChargeType: v1.ChargePerSecond, PriceBasis: v1.BasisOutputSeconds,
 				Unit: v1.UnitSecond, UnitPrice: perSecond}}
-		ann, err := sub.Encode()
-		Expect(err).NotTo(HaveOccurred())
 		t := &v1.GenerationTask{
-			ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: tenantNS, Finalizers: []string{v1.LedgerFinalizer},
-				Annotations: map[string]string{tasks.SubmissionAnnotation: ann}},
+			ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: tenantNS, Finalizers: []string{v1.LedgerFinalizer}},
 			Spec: v1.GenerationTaskSpec{TaskID: taskID, Model: v1.ModelID(route), Type: v1.ModelTypeVideo,
 				Profile: v1.ProfileAllInOneVideo,
 				Request: runtime.RawExtension{Raw: []byte(fmt.Sprintf(
 					`{"model":%q,"prompt":"a lighthouse at dusk","duration":%d,"ratio":"16:9","resolution":"720p"}`, route, duration))},
-				TokenName: "key", TokenID: tokenID, UserID: userID, ReservedQuota: int64(estimate), RequestID: requestID},
+				TokenName: "key", TokenID: tokenID, UserID: userID, ReservedQuota: int64(estimate), RequestID: requestID, Submission: sub},
 		}
 		Expect(k8s.Create(ctx, t)).To(Succeed())
 		return t

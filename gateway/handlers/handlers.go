@@ -32,6 +32,10 @@ type Deps struct {
 	Cache client.Reader
 	// Writer creates objects (ApiTokens, GenerationTasks) on the API server.
 	Writer client.Writer
+	// API reads from the API server, past the cache: a task created a
+	// moment ago is answered before the cache or the archive has it (nil:
+	// the cache and the archive only).
+	API    client.Reader
 	Ledger *store.Store
 	Auth   *auth.Authenticator
 	Clock  clock.PassiveClock
@@ -62,6 +66,10 @@ type Deps struct {
 	// UploadTTL is how long an upload's signed URL works and the upload is
 	// kept before the sweeper deletes it; default DefaultUploadTTL (7 days).
 	UploadTTL time.Duration
+	// SubmitWait bounds how long an image or video submission waits for
+	// the first upstream submission's outcome (a synchronous policy refusal
+	// answers 422); 0 means DefaultSubmitWait, negative does not wait.
+	SubmitWait time.Duration
 	// ImageProbe checks remote reference images of the multi-image family;
 	// nil skips those remote checks.
 	ImageProbe media.ImageProbe

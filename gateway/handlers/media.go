@@ -142,6 +142,12 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, status, typ, msg)
 		return
 	}
+	if refused := m.awaitSubmission(ctx, task, requestID); refused != nil {
+		// Refunded by the controller: nothing is charged, the task is
+		// archived as failed, and the client sees the refusal itself.
+		apierr.Common(w, http.StatusUnprocessableEntity, codeContentPolicy, refused.Status.Error.Message)
+		return
+	}
 	taskSubmitted(span, model, task.Spec.TaskID)
 	out := tasks.Render(ctx, task, m.Blobs, m.Clock.Now())
 	out.Metadata = map[string]any{}
@@ -242,7 +248,9 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 		log.FromContext(ctx).Error(err, "create generation task", "requestID", requestID)
 		return nil, http.StatusInternalServerError, errInternal, "could not create the task"
 	}
-	m.archiveNew(ctx, task)
+	// The controller writes the archive row on its first pass; until the
+	// cache or the archive has the task, queries read it from the API
+	// server (fromAPI).
 	return task, 0, "", ""
 }
 
@@ -261,7 +269,7 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 		fields []string // request field, then the URL key of its items
 	}{{"video", []string{"video_list", "video_url", "video_with_roles", "url"}}, {"audio", []string{"audio_with_roles", "url"}}}
 	for _, g := range groups {
-		var total float64
+		var total, list float64
 		var names []string
 		probed := false
 		for i := 0; i < len(g.fields); i += 2 {
@@ -287,6 +295,9 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 					secs, probed = d.Seconds(), true
 				}
 				total += secs
+				if g.fields[i] == "video_list" {
+					list += secs
+				}
 			}
 		}
 		if !probed {
@@ -297,7 +308,7 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 				strings.Join(names, " and "), media.VideoMaxRefSeconds, strconv.FormatFloat(math.Round(total*1000)/1000, 'f', -1, 64))
 		}
 		if g.typ == "video" {
-			n.InputVideoSeconds = total
+			n.InputVideoSeconds, n.ListVideoSeconds = total, list
 		} else {
 			n.InputAudioSeconds = total
 		}
@@ -372,46 +383,27 @@ func (m *Media) newTask(p *auth.Principal, n *media.Normalized, route *v1.ModelR
 		AcceptedAt: accepted.UnixMilli(), RouteNamespace: route.Namespace, RouteName: route.Name, Backends: backends,
 		PriceNamespace: rule.Namespace, PriceName: rule.Name, Price: rule.Spec(), TokenDisplay: p.Token.Spec.DisplayName,
 		Outputs: int64(max(n.N, 1)), InputImages: int64(n.ReferenceImages), DurationSeconds: int64(n.Duration),
-		InputVideoSeconds: mediaEstimate(n).InputVideoSeconds,
+		InputVideoSeconds: mediaEstimate(n).InputVideoSeconds, ListVideoMillis: int64(math.Round(n.ListVideoSeconds * 1000)),
 	}
 	for _, a := range n.ReviewAssets {
 		sub.ReviewAssets = append(sub.ReviewAssets, tasks.ReviewAsset{Type: string(a.Type), URL: a.URL, Role: a.Role, BlobKey: inline[a.URL]})
-	}
-	ann, err := sub.Encode()
-	if err != nil {
-		return nil, err
 	}
 	return &v1.GenerationTask{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: tasks.ObjectName(taskID), Namespace: p.Tenant.Namespace,
 			// Held from the start: a task deleted before the controller
 			// first sees it still has its reservation refunded.
-			Finalizers:  []string{v1.LedgerFinalizer},
-			Labels:      map[string]string{"app.kubernetes.io/managed-by": "modelgate"},
-			Annotations: map[string]string{tasks.SubmissionAnnotation: ann},
+			Finalizers: []string{v1.LedgerFinalizer},
+			Labels:     map[string]string{"app.kubernetes.io/managed-by": "modelgate"},
 		},
 		Spec: v1.GenerationTaskSpec{
 			TaskID: taskID, Model: route.Spec.Model, Type: m.typ, Profile: route.Spec.ValidationProfile,
 			Request:   runtime.RawExtension{Raw: reqJSON},
 			TokenName: p.Token.Name, TokenID: p.TokenID, UserID: p.UserID, Group: group,
 			ClientBusinessID: n.ClientBusinessID, PrivateAssetReview: n.PrivateAssetReview,
-			ReservedQuota: int64(estimate), RequestID: requestID,
+			ReservedQuota: int64(estimate), RequestID: requestID, Submission: sub,
 		},
 	}, nil
-}
-
-// archiveNew writes the new task's archive row (insert only, never over a
-// newer state), so a query right after submission answers even before the
-// informer cache has the object. A failure is logged: the controller writes
-// the row on its first pass anyway.
-func (m *Media) archiveNew(ctx context.Context, task *v1.GenerationTask) {
-	rec, err := tasks.Record(task)
-	if err == nil {
-		_, err = m.Ledger.InsertTask(context.WithoutCancel(ctx), rec)
-	}
-	if err != nil {
-		log.FromContext(ctx).Error(err, "archive new task", "task", task.Spec.TaskID)
-	}
 }
 
 // byBusinessID finds the caller's task of this family with a client
@@ -422,12 +414,34 @@ func (m *Media) byBusinessID(ctx context.Context, p *auth.Principal, cbid string
 	}
 	rec, err := m.Ledger.TaskByClientBusinessID(ctx, p.UserID, string(m.typ), cbid)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return m.fromAPI(ctx, p, tasks.BusinessTaskID(p.Tenant.Namespace, m.typ, cbid))
 	}
 	if err != nil {
 		return nil, err
 	}
 	return tasks.FromRecord(rec)
+}
+
+// fromAPI reads the tenant's task with this task ID from the API server:
+// a task created a moment ago that neither the informer cache nor the
+// ledger archive (written by the controller's first pass) has yet. Only
+// IDs of the task ID shape are looked up, so an unknown ID costs at most
+// one read.
+func (m *Media) fromAPI(ctx context.Context, p *auth.Principal, taskID string) (*v1.GenerationTask, error) {
+	if m.API == nil || !tasks.IsTaskID(taskID) {
+		return nil, nil
+	}
+	t := &v1.GenerationTask{}
+	err := m.API.Get(ctx, client.ObjectKey{Namespace: p.Tenant.Namespace, Name: tasks.ObjectName(taskID)}, t)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case t.Spec.TaskID != taskID || t.Spec.Type != m.typ || t.Spec.UserID != p.UserID:
+		return nil, nil
+	}
+	return t, nil
 }
 
 // awaitReplay waits for a concurrent submission's task to appear.
@@ -469,6 +483,9 @@ func (m *Media) lookup(ctx context.Context, p *auth.Principal, id string) (*v1.G
 		return tasks.FromRecord(rec)
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return nil, err
+	}
+	if t, err := m.fromAPI(ctx, p, id); t != nil || err != nil {
+		return t, err
 	}
 	return m.byBusinessID(ctx, p, id)
 }

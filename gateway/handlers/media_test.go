@@ -524,8 +524,11 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: tasks.ObjectName(ok)}, task)).To(Succeed())
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: cdn + "/cat.png",
-			Type: "image", Role: "reference_image", State: "passed"}}))
+		Expect(task.Status.ReviewRounds[0].Assets).To(HaveLen(1))
+		reviewedCopy := task.Status.ReviewRounds[0].Assets[0]
+		Expect(reviewedCopy.Copy).To(HavePrefix("tenants/"+acct.Namespace+"/review-assets/"), "the upstream gets the reviewed copy")
+		reviewedCopy.Copy = ""
+		Expect(reviewedCopy).To(Equal(v1.ReviewAsset{URL: cdn + "/cat.png", Type: "image", Role: "reference_image", State: "passed"}))
 		Expect(remain(acct)).To(Equal(before - 50000)) // only the passed one: 2 s × 0.05 USD
 	})
 
@@ -703,7 +706,23 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		} {
 			By(c.name)
 			c.setup()
-			failed := await(acct, "videos", submitted(acct, body))
+			// A refusal at submission may answer the POST itself (422,
+			// when it comes within the gateway's submit wait); otherwise
+			// the task fails with it.
+			var code int
+			var sub map[string]any
+			Eventually(func(g Gomega) { // until the gateway's cache has the route's price
+				code, sub, _ = call("POST", "/v1/videos/generations", bearer(acct.Key), body)
+				g.Expect(code).NotTo(Equal(http.StatusNotFound), "%v", sub)
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+			if code == http.StatusUnprocessableEntity {
+				Expect(c.code).To(Equal("content_policy_violation"), "%v", sub)
+				Expect(sub["error"].(map[string]any)["message"]).To(ContainSubstring("content policy"))
+				Expect(remain(acct)).To(Equal(before))
+				continue
+			}
+			Expect(code).To(Equal(200), "%v", sub)
+			failed := await(acct, "videos", sub["id"].(string))
 			Expect(failed["status"]).To(Equal("failed"))
 			Expect(failed["error"]).To(Equal(map[string]any{"code": c.code, "message": c.message}))
 			Expect(failed["billing"]).To(Equal(map[string]any{"status": "refunded", "credits": "0", "cost_usd": "0"}))
@@ -737,7 +756,12 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
 		Expect(task.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		assets := append([]v1.ReviewAsset(nil), task.Status.ReviewRounds[0].Assets...)
+		for i := range assets {
+			Expect(assets[i].Copy).To(ContainSubstring("/review-assets/"), "each asset has its reviewed copy")
+			assets[i].Copy, assets[i].DurationMillis = "", 0
+		}
+		Expect(assets).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/still.png", Type: "image", Role: "reference_image", State: "passed"},
 			{URL: cdn + "/clip.mp4", Type: "video", Role: "reference_video", State: "passed"},
 		}))
@@ -750,8 +774,12 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			VideoList       []any                        `json:"video_list"`
 		}
 		Expect(json.Unmarshal(up.Requests()[0].Body, &sent)).To(Succeed())
-		Expect(sent.ReferenceImages).To(Equal([]string{cdn + "/still.png"}))
-		Expect(sent.VideoWithRoles).To(Equal([]struct{ URL, Role string }{{URL: cdn + "/clip.mp4", Role: "reference_video"}}))
+		// The reviewed copies, as signed links, not the tenant's URLs.
+		Expect(sent.ReferenceImages).To(HaveLen(1))
+		Expect(sent.ReferenceImages[0]).To(ContainSubstring("review-assets"))
+		Expect(sent.VideoWithRoles).To(HaveLen(1))
+		Expect(sent.VideoWithRoles[0].URL).To(ContainSubstring("review-assets"))
+		Expect(sent.VideoWithRoles[0].Role).To(Equal("reference_video"))
 		Expect(sent.VideoList).To(BeEmpty(), "video_list is outside review scope: the reviewed video stays in video_with_roles")
 
 		By("a rejected video fails the task before generation, without a fee")
@@ -784,7 +812,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(done["billing"]).To(Equal(map[string]any{"status": "settled", "credits": "20", "cost_usd": "0.1"}))
 		task := taskObject(acct, id)
 		Expect(task.Status.ReviewRounds).To(HaveLen(1))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		Expect(withoutCopies(task.Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/look.png", Type: "image", Role: "reference_image", State: "passed"},
 			{URL: cdn + "/pose.png", Type: "image", Role: "reference_image", State: "passed"},
 		}))
@@ -818,7 +846,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		done := await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
 		task := taskObject(acct, id)
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		Expect(withoutCopies(task.Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/first.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		var req map[string]any
 		Expect(json.Unmarshal(task.Spec.Request.Raw, &req)).To(Succeed())
@@ -831,7 +859,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 			"reference_images": []string{cdn + "/reject-ignored.png"}})
 		done = await(acct, "videos", id)
 		Expect(done["status"]).To(Equal("completed"), "%v", done)
-		Expect(taskObject(acct, id).Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{
+		Expect(withoutCopies(taskObject(acct, id).Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{
 			{URL: cdn + "/chosen.png", Type: "image", Role: "reference_image", State: "passed"}}))
 		Expect(remain(acct)).To(Equal(before - 100000))
 
@@ -1018,7 +1046,7 @@ var _ = Describe("image and video generation tasks", Ordered, func() {
 		Expect(string(task.Spec.Request.Raw)).To(ContainSubstring(`"url":"`+tasks.BlobScheme+key+`"`),
 			"the stored copy's reference replaces the inline data in the task")
 		Expect(len(task.Spec.Request.Raw)).To(BeNumerically("<", 1024))
-		Expect(task.Status.ReviewRounds[0].Assets).To(Equal([]v1.ReviewAsset{{URL: "sha256:" + digest,
+		Expect(withoutCopies(task.Status.ReviewRounds[0].Assets)).To(Equal([]v1.ReviewAsset{{URL: "sha256:" + digest,
 			Type: "image", Role: "first_frame", State: "passed"}}))
 		r, err := stack.Blobs.Open(ctx, key)
 		Expect(err).NotTo(HaveOccurred())
@@ -1064,4 +1092,17 @@ func mustInt(v any) int64 {
 	n, err := v.(json.Number).Int64()
 	Expect(err).NotTo(HaveOccurred())
 	return n
+}
+
+// withoutCopies checks that every reviewed asset has its stored copy (the
+// upstream receives the copy) and returns the assets without the copy and
+// the probed duration, to compare with what was submitted.
+func withoutCopies(assets []v1.ReviewAsset) []v1.ReviewAsset {
+	GinkgoHelper()
+	out := append([]v1.ReviewAsset(nil), assets...)
+	for i := range out {
+		Expect(out[i].Copy).NotTo(BeEmpty(), "asset %s has its reviewed copy", out[i].URL)
+		out[i].Copy, out[i].DurationMillis = "", 0
+	}
+	return out
 }

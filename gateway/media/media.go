@@ -98,6 +98,9 @@ type Normalized struct {
 	// for video_list and audio_with_roles items (0 when none were given).
 	InputVideoSeconds float64 `json:"inputVideoSeconds,omitempty"`
 	InputAudioSeconds float64 `json:"inputAudioSeconds,omitempty"`
+	// ListVideoSeconds is the part of InputVideoSeconds from video_list,
+	// the video field outside private asset review.
+	ListVideoSeconds float64 `json:"listVideoSeconds,omitempty"`
 
 	// Size is the normalized size or aspect ratio ("" when the model chooses).
 	Size string `json:"size,omitempty"`

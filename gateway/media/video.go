@@ -213,6 +213,7 @@ func validateVideo(_ context.Context, body fields, opts Options) (*Normalized, *
 		HasAudioInput:      len(v.audios) > 0,
 		InputVideoSeconds:  v.vidSecs,
 		InputAudioSeconds:  v.audSecs,
+		ListVideoSeconds:   totalSeconds(v.videos),
 		Size:               ratio,
 		Resolution:         res,
 		Duration:           int(duration),
@@ -663,4 +664,13 @@ func roleList(refs []mediaRef, role string) []any {
 
 func fmtSecs(s float64) string {
 	return strings.TrimRight(strings.TrimRight(strconvFloat(s), "0"), ".") + " s"
+}
+
+// totalSeconds sums the declared durations of refs.
+func totalSeconds(refs []mediaRef) float64 {
+	var total float64
+	for _, r := range refs {
+		total += r.secs
+	}
+	return total
 }

@@ -14,67 +14,35 @@ import (
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
-// SubmissionAnnotation carries the Submission record on a GenerationTask.
-const SubmissionAnnotation = "modelgate.io/submission"
+// LegacySubmissionAnnotation carried the submission as JSON on tasks
+// accepted before spec.submission existed; it is only read, so that such
+// tasks finish after an upgrade.
+const LegacySubmissionAnnotation = "modelgate.io/submission"
 
 // BlobScheme prefixes a result URL that names a blob-store key rather than a
 // public URL; the gateway signs a fresh URL for it on every query.
 const BlobScheme = "blob:"
 
-// Submission is what the gateway decided at submission time and the
-// controller needs later: when the request was accepted (pricing instant),
-// the route and the backends in plan order, and the price rule that priced
-// the reservation (a snapshot, so a later price change does not change the
-// charge of an accepted task).
-type Submission struct {
-	// AcceptedAt is the pricing instant, Unix milliseconds.
-	AcceptedAt int64 `json:"acceptedAt"`
-	// RouteNamespace and RouteName identify the ModelRoute.
-	RouteNamespace string `json:"routeNamespace"`
-	RouteName      string `json:"routeName"`
-	// Backends are the candidate backend names in the order to try.
-	Backends []string `json:"backends"`
-	// PriceNamespace, PriceName and Price are the price rule snapshot.
-	PriceNamespace string           `json:"priceNamespace"`
-	PriceName      string           `json:"priceName"`
-	Price          v1.PriceRuleSpec `json:"price"`
-	TokenDisplay   string           `json:"tokenDisplayName,omitempty"`
-	// Outputs, InputImages, DurationSeconds (requested; -1 = the model
-	// decides) and InputVideoSeconds are the billing facts of the request.
-	Outputs           int64 `json:"outputs"`
-	InputImages       int64 `json:"inputImages,omitempty"`
-	DurationSeconds   int64 `json:"durationSeconds,omitempty"`
-	InputVideoSeconds int64 `json:"inputVideoSeconds,omitempty"`
-	// ReviewAssets are the assets private asset review must pass, in
-	// selection order (inline data replaced by its SHA-256 digest).
-	ReviewAssets []ReviewAsset `json:"reviewAssets,omitempty"`
-}
+// Submission is the gateway's decision at submission time
+// (spec.submission).
+type Submission = v1.TaskSubmission
 
-// ReviewAsset is one asset under private asset review. URL is the asset's
-// URL, or "sha256:<hex>" of an inline image's decoded content, which the
-// gateway stored at BlobKey.
-type ReviewAsset struct {
-	Type    string `json:"type"`
-	URL     string `json:"url"`
-	Role    string `json:"role,omitempty"`
-	BlobKey string `json:"blobKey,omitempty"`
-}
+// ReviewAsset is one asset under private asset review.
+type ReviewAsset = v1.SubmittedAsset
 
-// Encode returns the annotation value.
-func (s *Submission) Encode() (string, error) {
-	b, err := json.Marshal(s)
-	return string(b), err
-}
-
-// SubmissionOf decodes the annotation of t.
+// SubmissionOf returns the task's submission: spec.submission, or on a task
+// accepted before that field existed, its annotation.
 func SubmissionOf(t *v1.GenerationTask) (*Submission, error) {
-	raw, ok := t.Annotations[SubmissionAnnotation]
+	if t.Spec.Submission != nil {
+		return t.Spec.Submission, nil
+	}
+	raw, ok := t.Annotations[LegacySubmissionAnnotation]
 	if !ok {
-		return nil, fmt.Errorf("task %s has no %s annotation", t.Spec.TaskID, SubmissionAnnotation)
+		return nil, fmt.Errorf("task %s has no submission", t.Spec.TaskID)
 	}
 	s := &Submission{}
 	if err := json.Unmarshal([]byte(raw), s); err != nil {
-		return nil, fmt.Errorf("task %s: decode %s: %w", t.Spec.TaskID, SubmissionAnnotation, err)
+		return nil, fmt.Errorf("task %s: decode %s: %w", t.Spec.TaskID, LegacySubmissionAnnotation, err)
 	}
 	return s, nil
 }
@@ -84,6 +52,17 @@ func NewTaskID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "task_" + hex.EncodeToString(b[:])
+}
+
+// IsTaskID reports whether id has the shape of a task ID ("task_" and 24
+// lower-case hex digits), as NewTaskID and BusinessTaskID make them.
+func IsTaskID(id string) bool {
+	hexPart, ok := strings.CutPrefix(id, "task_")
+	if !ok || len(hexPart) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil && strings.ToLower(hexPart) == hexPart
 }
 
 // BusinessTaskID is the task ID of a submission carrying a client business

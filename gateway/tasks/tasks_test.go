@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -19,6 +20,31 @@ func TestIDsAndNames(t *testing.T) {
 	g.Expect(BusinessTaskID("ns-a", v1.ModelTypeVideo, "order-1")).NotTo(Equal(BusinessTaskID("ns-b", v1.ModelTypeVideo, "order-1")))
 	g.Expect(BusinessTaskID("ns-a", v1.ModelTypeVideo, "order-1")).NotTo(Equal(BusinessTaskID("ns-a", v1.ModelTypeImage, "order-1")))
 	g.Expect(BlobKey("ns-a", id, 2, "png")).To(Equal("tenants/ns-a/tasks/" + id + "/2.png"))
+	g.Expect(IsTaskID(id)).To(BeTrue())
+	g.Expect(IsTaskID(BusinessTaskID("ns-a", v1.ModelTypeVideo, "order-1"))).To(BeTrue())
+	for _, bad := range []string{"order-1", "task_", "task_" + strings.ToUpper(id[5:]), id + "0", "task_zz" + id[7:]} {
+		g.Expect(IsTaskID(bad)).To(BeFalse(), bad)
+	}
+}
+
+func TestSubmissionOfReadsTheSpecAndTheLegacyAnnotation(t *testing.T) {
+	g := NewWithT(t)
+	task := &v1.GenerationTask{Spec: v1.GenerationTaskSpec{TaskID: "task_1", Submission: &Submission{RouteName: "img", Outputs: 2}}}
+	sub, err := SubmissionOf(task)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sub.RouteName).To(Equal("img"))
+
+	// A task accepted before spec.submission existed.
+	task.Spec.Submission = nil
+	task.Annotations = map[string]string{LegacySubmissionAnnotation: `{"routeName":"old","outputs":1,"backends":["a"]}`}
+	sub, err = SubmissionOf(task)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sub.RouteName).To(Equal("old"))
+	g.Expect(sub.Backends).To(Equal([]string{"a"}))
+
+	task.Annotations = nil
+	_, err = SubmissionOf(task)
+	g.Expect(err).To(MatchError(ContainSubstring("has no submission")))
 }
 
 func TestRecordRoundTripDropsTheRequest(t *testing.T) {

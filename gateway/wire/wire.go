@@ -86,6 +86,9 @@ type Options struct {
 	UsageDurability usagelog.Durability
 	// UploadTTL is how long uploads (and their signed URLs) live; default 7 days.
 	UploadTTL time.Duration
+	// SubmitWait bounds how long a media submission waits for the first
+	// upstream submission's outcome; 0: handlers.DefaultSubmitWait, negative: none.
+	SubmitWait time.Duration
 	// LeaseTTL is how long a quota lease lives without renewal: a replica
 	// that dies without returning its leases holds their quota this long
 	// (plus the manager's sweep interval). Default DefaultLeaseTTL.
@@ -195,7 +198,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	})
 	authn := &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)}
 	deps := &handlers.Deps{
-		Cache: mgr.GetCache(), Writer: mgr.GetClient(), Ledger: ledger, Clock: o.Clock,
+		Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(), Ledger: ledger, Clock: o.Clock,
 		Auth: authn,
 		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes,
 			Breaker: routing.NewBreaker(o.Clock)},
@@ -209,6 +212,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		SystemNamespace: o.SystemNamespace,
 		Blobs:           blobs,
 		UploadTTL:       o.UploadTTL,
+		SubmitWait:      o.SubmitWait,
 		BalanceUnit:     o.BalanceUnit,
 		ImageProbe:      imageProbe(blobs, o.NoImageProbe),
 	}

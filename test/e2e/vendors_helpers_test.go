@@ -23,6 +23,8 @@ type vendorModel struct {
 	typ               v1.ModelType
 	profile           v1.ValidationProfile
 	price             v1.PriceRuleSpec
+	options           map[string]string // backend options
+	review            bool              // the route offers private asset review
 }
 
 // declare creates the credential Secret, the route and its price in the
@@ -40,8 +42,10 @@ func (m vendorModel) declare(t *testing.T) string {
 	b := sim(m.provider, m.provider)
 	b.BaseURL, b.UpstreamModel = m.baseURL, m.upstream
 	b.CredentialSecretRef = &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}
+	b.Options = m.options
 	route := &v1.ModelRoute{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace},
-		Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: m.typ, ValidationProfile: m.profile, Backends: []v1.Backend{b}}}
+		Spec: v1.ModelRouteSpec{Model: v1.ModelID(model), Type: m.typ, ValidationProfile: m.profile, Backends: []v1.Backend{b},
+			PrivateAssetReview: m.review}}
 	m.price.Model = v1.ModelID(model)
 	price := &v1.PriceRule{ObjectMeta: metav1.ObjectMeta{Name: model, Namespace: framework.SystemNamespace}, Spec: m.price}
 	g.Expect(stack.Client.Create(ctx, route)).To(Succeed())

@@ -39,6 +39,12 @@ type Reconciler[T Object] struct {
 	// MoreConditions sets conditions computed from the whole pass rather
 	// than from one step (LedgerSynced); optional.
 	MoreConditions func(conds *[]metav1.Condition, gen int64, rep Report)
+	// Status, when set, replaces the conditions computed from the steps'
+	// outcomes: for a kind whose conditions describe where the object
+	// stands (a state machine that takes several passes), computed from
+	// the object after the steps ran. observedGeneration moves after a pass
+	// without error.
+	Status func(obj T, rep Report)
 }
 
 // Reconcile runs one pass over the object named by req.
@@ -73,6 +79,13 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 // only after a clean one.
 func (r *Reconciler[T]) setStatus(obj T, rep Report) {
 	gen := obj.GetGeneration()
+	if r.Status != nil {
+		r.Status(obj, rep)
+		if rep.Err == nil {
+			obj.SetObservedGeneration(gen)
+		}
+		return
+	}
 	conds := obj.GetConditions()
 	SetConditions(&conds, gen, rep.Outcomes)
 	msg := "reconciled"

@@ -43,17 +43,13 @@ func Submit(ctx context.Context, c client.Client, ledger *store.Store, s Task) (
 		Backends: s.Backends, PriceNamespace: s.RouteNamespace, PriceName: "img-price", TokenDisplay: "key", Outputs: s.N,
 		Price: v1.PriceRuleSpec{Model: "img", ChargeType: v1.ChargePerRequest, PriceBasis: v1.BasisRequest,
 			Unit: v1.UnitRequest, UnitPrice: v1.Decimal(s.UnitPrice)}}
-	ann, err := sub.Encode()
-	if err != nil {
-		return nil, err
-	}
 	t := &v1.GenerationTask{
 		// With the ledger finalizer, as the gateway creates tasks.
 		ObjectMeta: metav1.ObjectMeta{Name: tasks.ObjectName(taskID), Namespace: s.Namespace, Finalizers: []string{v1.LedgerFinalizer},
-			Annotations: map[string]string{tasks.SubmissionAnnotation: ann}, CreationTimestamp: metav1.NewTime(s.Accepted)},
+			CreationTimestamp: metav1.NewTime(s.Accepted)},
 		Spec: v1.GenerationTaskSpec{TaskID: taskID, Model: "img", Type: v1.ModelTypeImage, Profile: v1.ProfileMultiImage,
 			Request: runtime.RawExtension{Raw: []byte(s.Request)}, TokenName: "key", TokenID: s.TokenID, UserID: s.UserID,
-			ReservedQuota: int64(estimate), RequestID: requestID},
+			ReservedQuota: int64(estimate), RequestID: requestID, Submission: sub},
 	}
 	return t, c.Create(ctx, t)
 }
