@@ -95,7 +95,11 @@ func (s *Stack) start(o StackOptions) error {
 	// controllers and the gateway, which share one blob store.
 	gwOpts := wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: 5 * time.Second,
 		DataDir: o.Dir, BlobSigningKey: []byte("stack-blob-signing-key"),
-		WrapUsageSink: o.WrapUsageSink, UsageDurability: o.UsageDurability}
+		WrapUsageSink: o.WrapUsageSink, UsageDurability: o.UsageDurability,
+		// A loaded test machine can take longer than the default for the
+		// controller's first submission; the wait ends at its outcome, so a
+		// longer bound only makes a synchronous refusal's 422 deterministic.
+		SubmitWait: 15 * time.Second}
 	if gwOpts.DataDir == "" {
 		gwOpts.DataDir = os.TempDir()
 	}
