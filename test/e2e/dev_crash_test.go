@@ -18,6 +18,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver, to read the rows directly
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	_ "modernc.org/sqlite" // the ledger's SQLite driver, to read the rows directly
 
@@ -130,7 +131,7 @@ func requestIDs(g Gomega, driver, dsn string) map[string]int {
 }
 
 // ledgerRequestIDs reads the rows of dev's SQLite ledger in dataDir.
-func ledgerRequestIDs(t *testing.T, dataDir string) map[string]int {
+func ledgerRequestIDs(t testing.TB, dataDir string) map[string]int {
 	return requestIDs(NewWithT(t), "sqlite", "file:"+filepath.Join(dataDir, "ledger.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 }
 
@@ -146,28 +147,168 @@ func missing(complete map[string]bool, rows map[string]int) []string {
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }
 
-// SIGKILL `modelgate dev` under load (JSON and streams), restart it on the
-// same data directory: every response a client received completely has
-// exactly one usage row, no row is doubled, the key's figures add up, and
-// etcd and kube-apiserver died with their parent.
-func TestDevSIGKILLUnderLoadLosesNoUsage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane twice")
-	}
-	t.Run("sqlite", func(t *testing.T) {
-		dataDir := t.TempDir()
-		if d := os.Getenv("MODELGATE_KEEP_CRASH_DIR"); d != "" {
-			dataDir = d
-		}
-		sigkillUnderLoad(t, dataDir, func(g Gomega) map[string]int { return ledgerRequestIDs(t, dataDir) })
-	})
-	t.Run("postgres", func(t *testing.T) {
-		dsn := pgtest.NewDatabase(t)
-		sigkillUnderLoad(t, t.TempDir(), func(g Gomega) map[string]int { return pgRequestIDs(g, dsn) }, "--database", dsn)
-	})
-}
+var _ = Describe("Crashes of the modelgate binary", Serial, Label("crash", "process"), func() {
+	// SIGKILL `modelgate dev` under load (JSON and streams), restart it on the
+	// same data directory: every response a client received completely has
+	// exactly one usage row, no row is doubled, the key's figures add up, and
+	// etcd and kube-apiserver died with their parent.
+	Context("dev SIGKILLed under load loses no usage", func() {
+		BeforeEach(func() {
+			if testing.Short() {
+				Skip("starts a control plane twice")
+			}
+		})
 
-func sigkillUnderLoad(t *testing.T, dataDir string, ledgerRows func(Gomega) map[string]int, devArgs ...string) {
+		It("on SQLite", Label("sqlite"), func() {
+			t := GinkgoTB()
+			dataDir := t.TempDir()
+			if d := os.Getenv("MODELGATE_KEEP_CRASH_DIR"); d != "" {
+				dataDir = d
+			}
+			sigkillUnderLoad(t, dataDir, func(g Gomega) map[string]int { return ledgerRequestIDs(t, dataDir) })
+		})
+
+		It("on PostgreSQL", Label("postgres"), func() {
+			t := GinkgoTB()
+			dsn := pgtest.NewDatabase(t)
+			sigkillUnderLoad(t, t.TempDir(), func(g Gomega) map[string]int { return pgRequestIDs(g, dsn) }, "--database", dsn)
+		})
+	})
+
+	// PostgreSQL crashes (`pg_ctl stop -m immediate`) for 10 s under load on
+	// `modelgate dev --database postgres://…`, then comes back: every response
+	// a client received completely has exactly one usage row, none is doubled,
+	// and the key's figures add up. What clients saw meanwhile is logged (the
+	// test requires only that nothing completed without its row).
+	It("PostgreSQL outage under load loses no usage", Label("postgres"), func() {
+		t := GinkgoTB()
+		if testing.Short() {
+			Skip("starts a control plane and PostgreSQL")
+		}
+		g := NewWithT(t)
+		dsn := pgtest.NewDatabase(t)
+		pg := pgtest.Shared(t)
+		bin := buildBinary(t)
+		dataDir := t.TempDir()
+		// A reservation whose commit reached the database just as the
+		// connection was cut looks failed to the gateway and stays open: the
+		// stale-reservation refunder returns it. Short settings let the test see
+		// the key whole again.
+		p := startDev(t, bin, dataDir, "--database", dsn, "--stale-reservation-age=3s", "--stale-refund-interval=1s")
+		key := p.info.APIKey
+		remain0, used0 := keyBalance(g, p.info.GatewayURL, key)
+
+		rec := &loadRecorder{complete: map[string]bool{}}
+		ctx, stop := context.WithCancel(context.Background())
+		wg := rec.run(ctx, p.info.GatewayURL, key, 8)
+		time.Sleep(2 * time.Second)
+		g.Expect(pg.Crash()).To(Succeed())
+		rec.mu.Lock()
+		beforeOutage := len(rec.complete)
+		rec.mu.Unlock()
+		time.Sleep(10 * time.Second)
+		rec.mu.Lock()
+		duringOutage := len(rec.complete) - beforeOutage
+		refusedDuring := rec.refused
+		rec.mu.Unlock()
+		g.Expect(pg.Start()).To(Succeed())
+		time.Sleep(3 * time.Second)
+		stop()
+		wg.Wait()
+
+		var rows map[string]int
+		g.Eventually(func(g Gomega) {
+			rows = pgRequestIDs(g, dsn)
+			g.Expect(missing(rec.complete, rows)).To(BeEmpty())
+		}, time.Minute, 500*time.Millisecond).Should(Succeed(), "every complete response gets its row once the database is back")
+		var doubled []string
+		for id, n := range rows {
+			if n > 1 {
+				doubled = append(doubled, id)
+			}
+		}
+		figures(t, "outage", "complete %d (during the 10 s outage: %d), refused %d (during the outage: %d) %v, cut %d; rows %d",
+			len(rec.complete), duringOutage, rec.refused, refusedDuring, rec.statuses, rec.cut, len(rows))
+		g.Expect(doubled).To(BeEmpty(), "usage rows written twice")
+		for status := range rec.statuses {
+			// Never "invalid key" or "account not active": an outage of the
+			// ledger is not the client's fault.
+			g.Expect(status).To(HavePrefix("503 "), "refusals during the outage use the contract's 503")
+		}
+		g.Expect(duringOutage).To(BeNumerically(">", 0), "served from leases and the journal while the database was down")
+		g.Eventually(func() int64 {
+			remain, used := keyBalance(g, p.info.GatewayURL, key)
+			return remain + used
+		}, 30*time.Second, 500*time.Millisecond).Should(Equal(remain0+used0), "the key's quota is whole (orphaned reservations refunded)")
+		p.stop(t)
+	})
+
+	// The manager dies (with `modelgate dev`, which runs it) while a video task
+	// runs on the simulated backend: after the restart the task finishes and is
+	// billed exactly once.
+	It("manager killed mid task bills once", func() {
+		t := GinkgoTB()
+		if testing.Short() {
+			Skip("starts a control plane twice")
+		}
+		g := NewWithT(t)
+		bin := buildBinary(t)
+		dataDir := t.TempDir()
+		p := startDev(t, bin, dataDir)
+		key := p.info.APIKey
+		remain0, used0 := keyBalance(g, p.info.GatewayURL, key)
+
+		req, _ := http.NewRequest("POST", p.info.GatewayURL+"/v1/videos/generations",
+			strings.NewReader(`{"model":"sim-video","prompt":"[sim:delay=6s] a boat at dawn","duration":2}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		var task struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		g.Expect(json.NewDecoder(resp.Body).Decode(&task)).To(Succeed())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		requestID := resp.Header.Get("x-request-id")
+		g.Expect(requestID).NotTo(BeEmpty())
+
+		status := func(base string) string {
+			req, _ := http.NewRequest("GET", base+"/v1/videos/generations/"+task.ID, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err.Error()
+			}
+			defer resp.Body.Close()
+			var out struct {
+				Status string `json:"status"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			return out.Status
+		}
+		g.Eventually(func() string { return status(p.info.GatewayURL) }, 30*time.Second, 200*time.Millisecond).
+			Should(Equal("in_progress"), "the task runs before the kill")
+
+		g.Expect(p.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		_, _ = p.cmd.Process.Wait()
+		p = startDev(t, bin, dataDir)
+		g.Eventually(func() string { return status(p.info.GatewayURL) }, time.Minute, 250*time.Millisecond).
+			Should(Equal("completed"), "the restarted manager finishes the task")
+
+		rows := ledgerRequestIDs(t, dataDir)
+		g.Expect(rows[requestID]).To(Equal(1), "billed exactly once")
+		g.Eventually(func(g Gomega) {
+			remain, used := keyBalance(g, p.info.GatewayURL, key)
+			g.Expect(remain + used).To(Equal(remain0 + used0))
+			g.Expect(used).To(BeNumerically(">", used0))
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed(), "the reservation settled: the key's quota is whole and charged")
+		p.stop(t)
+	})
+})
+
+func sigkillUnderLoad(t testing.TB, dataDir string, ledgerRows func(Gomega) map[string]int, devArgs ...string) {
 	g := NewWithT(t)
 	bin := buildBinary(t)
 	p := startDev(t, bin, dataDir, devArgs...)
@@ -215,7 +356,7 @@ func sigkillUnderLoad(t *testing.T, dataDir string, ledgerRows func(Gomega) map[
 			newQuotaRows++
 		}
 	}
-	t.Logf("complete responses %d, cut %d, refused %d; new usage rows %d", len(rec.complete), rec.cut, rec.refused, newQuotaRows)
+	figures(t, "sigkill", "complete responses %d, cut %d, refused %d; new usage rows %d", len(rec.complete), rec.cut, rec.refused, newQuotaRows)
 	g.Expect(len(rec.complete)).To(BeNumerically(">", 100), "the load ran")
 	g.Expect(lost).To(BeEmpty(), "completed responses without exactly one usage row")
 	g.Expect(doubled).To(BeEmpty(), "usage rows written twice")
@@ -226,135 +367,5 @@ func sigkillUnderLoad(t *testing.T, dataDir string, ledgerRows func(Gomega) map[
 	p.stop(t)
 }
 
-// PostgreSQL crashes (`pg_ctl stop -m immediate`) for 10 s under load on
-// `modelgate dev --database postgres://…`, then comes back: every response
-// a client received completely has exactly one usage row, none is doubled,
-// and the key's figures add up. What clients saw meanwhile is logged (the
-// test requires only that nothing completed without its row).
-func TestPostgresOutageUnderLoadLosesNoUsage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and PostgreSQL")
-	}
-	g := NewWithT(t)
-	dsn := pgtest.NewDatabase(t)
-	pg := pgtest.Shared(t)
-	bin := buildBinary(t)
-	dataDir := t.TempDir()
-	// A reservation whose commit reached the database just as the
-	// connection was cut looks failed to the gateway and stays open: the
-	// stale-reservation refunder returns it. Short settings let the test see
-	// the key whole again.
-	p := startDev(t, bin, dataDir, "--database", dsn, "--stale-reservation-age=3s", "--stale-refund-interval=1s")
-	key := p.info.APIKey
-	remain0, used0 := keyBalance(g, p.info.GatewayURL, key)
-
-	rec := &loadRecorder{complete: map[string]bool{}}
-	ctx, stop := context.WithCancel(context.Background())
-	wg := rec.run(ctx, p.info.GatewayURL, key, 8)
-	time.Sleep(2 * time.Second)
-	g.Expect(pg.Crash()).To(Succeed())
-	rec.mu.Lock()
-	beforeOutage := len(rec.complete)
-	rec.mu.Unlock()
-	time.Sleep(10 * time.Second)
-	rec.mu.Lock()
-	duringOutage := len(rec.complete) - beforeOutage
-	refusedDuring := rec.refused
-	rec.mu.Unlock()
-	g.Expect(pg.Start()).To(Succeed())
-	time.Sleep(3 * time.Second)
-	stop()
-	wg.Wait()
-
-	var rows map[string]int
-	g.Eventually(func(g Gomega) {
-		rows = pgRequestIDs(g, dsn)
-		g.Expect(missing(rec.complete, rows)).To(BeEmpty())
-	}, time.Minute, 500*time.Millisecond).Should(Succeed(), "every complete response gets its row once the database is back")
-	var doubled []string
-	for id, n := range rows {
-		if n > 1 {
-			doubled = append(doubled, id)
-		}
-	}
-	t.Logf("complete %d (during the 10 s outage: %d), refused %d (during the outage: %d) %v, cut %d; rows %d",
-		len(rec.complete), duringOutage, rec.refused, refusedDuring, rec.statuses, rec.cut, len(rows))
-	g.Expect(doubled).To(BeEmpty(), "usage rows written twice")
-	for status := range rec.statuses {
-		// Never "invalid key" or "account not active": an outage of the
-		// ledger is not the client's fault.
-		g.Expect(status).To(HavePrefix("503 "), "refusals during the outage use the contract's 503")
-	}
-	g.Expect(duringOutage).To(BeNumerically(">", 0), "served from leases and the journal while the database was down")
-	g.Eventually(func() int64 {
-		remain, used := keyBalance(g, p.info.GatewayURL, key)
-		return remain + used
-	}, 30*time.Second, 500*time.Millisecond).Should(Equal(remain0+used0), "the key's quota is whole (orphaned reservations refunded)")
-	p.stop(t)
-}
-
 // pgRequestIDs reads the rows of a PostgreSQL ledger.
 func pgRequestIDs(g Gomega, dsn string) map[string]int { return requestIDs(g, "pgx", dsn) }
-
-// The manager dies (with `modelgate dev`, which runs it) while a video task
-// runs on the simulated backend: after the restart the task finishes and is
-// billed exactly once.
-func TestManagerKilledMidTaskBillsOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane twice")
-	}
-	g := NewWithT(t)
-	bin := buildBinary(t)
-	dataDir := t.TempDir()
-	p := startDev(t, bin, dataDir)
-	key := p.info.APIKey
-	remain0, used0 := keyBalance(g, p.info.GatewayURL, key)
-
-	req, _ := http.NewRequest("POST", p.info.GatewayURL+"/v1/videos/generations",
-		strings.NewReader(`{"model":"sim-video","prompt":"[sim:delay=6s] a boat at dawn","duration":2}`))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	var task struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	g.Expect(json.NewDecoder(resp.Body).Decode(&task)).To(Succeed())
-	resp.Body.Close()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	requestID := resp.Header.Get("x-request-id")
-	g.Expect(requestID).NotTo(BeEmpty())
-
-	status := func(base string) string {
-		req, _ := http.NewRequest("GET", base+"/v1/videos/generations/"+task.ID, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err.Error()
-		}
-		defer resp.Body.Close()
-		var out struct {
-			Status string `json:"status"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return out.Status
-	}
-	g.Eventually(func() string { return status(p.info.GatewayURL) }, 30*time.Second, 200*time.Millisecond).
-		Should(Equal("in_progress"), "the task runs before the kill")
-
-	g.Expect(p.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-	_, _ = p.cmd.Process.Wait()
-	p = startDev(t, bin, dataDir)
-	g.Eventually(func() string { return status(p.info.GatewayURL) }, time.Minute, 250*time.Millisecond).
-		Should(Equal("completed"), "the restarted manager finishes the task")
-
-	rows := ledgerRequestIDs(t, dataDir)
-	g.Expect(rows[requestID]).To(Equal(1), "billed exactly once")
-	g.Eventually(func(g Gomega) {
-		remain, used := keyBalance(g, p.info.GatewayURL, key)
-		g.Expect(remain + used).To(Equal(remain0 + used0))
-		g.Expect(used).To(BeNumerically(">", used0))
-	}, 30*time.Second, 250*time.Millisecond).Should(Succeed(), "the reservation settled: the key's quota is whole and charged")
-	p.stop(t)
-}

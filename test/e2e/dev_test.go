@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +25,7 @@ import (
 )
 
 // buildBinary compiles modelgate once per test binary.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "modelgate")
 	cmd := exec.Command("go", "build", "-o", out, ".")
@@ -43,7 +44,7 @@ type devProcess struct {
 	log  string
 }
 
-func startDev(t *testing.T, bin, dataDir string, extra ...string) *devProcess {
+func startDev(t testing.TB, bin, dataDir string, extra ...string) *devProcess {
 	t.Helper()
 	g := NewWithT(t)
 	assets, err := framework.AssetsDir()
@@ -110,7 +111,7 @@ func alive(pid int) bool {
 	return !strings.HasPrefix(rest, "Z") // a zombie has exited
 }
 
-func (p *devProcess) stop(t *testing.T) {
+func (p *devProcess) stop(t testing.TB) {
 	t.Helper()
 	g := NewWithT(t)
 	kids := children(p.cmd.Process.Pid)
@@ -126,38 +127,41 @@ func (p *devProcess) stop(t *testing.T) {
 	}
 }
 
-func TestDevStartsTheWholeSystemAndStopsCleanly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	g := NewWithT(t)
-	bin := buildBinary(t)
-	dataDir := t.TempDir()
+var _ = Describe("modelgate dev", Serial, Label("process"), func() {
+	It("dev starts the whole system and stops cleanly", func() {
+		t := GinkgoTB()
+		if testing.Short() {
+			Skip("starts a control plane")
+		}
+		g := NewWithT(t)
+		bin := buildBinary(t)
+		dataDir := t.TempDir()
 
-	p := startDev(t, bin, dataDir)
-	g.Expect(p.info.Missing()).To(BeEmpty(), "dev.json is incomplete: %+v", p.info)
-	g.Expect(keys.ValidAPIKey(p.info.APIKey)).To(BeTrue())
+		p := startDev(t, bin, dataDir)
+		g.Expect(p.info.Missing()).To(BeEmpty(), "dev.json is incomplete: %+v", p.info)
+		g.Expect(keys.ValidAPIKey(p.info.APIKey)).To(BeTrue())
 
-	resp, err := http.Get(p.info.GatewayURL + "/readyz")
-	g.Expect(err).NotTo(HaveOccurred())
-	resp.Body.Close()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		resp, err := http.Get(p.info.GatewayURL + "/readyz")
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 
-	// The kubeconfig works: list the demo token through it.
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.info.Kubeconfig)
-	g.Expect(err).NotTo(HaveOccurred())
-	kc, err := client.New(cfg, client.Options{Scheme: kubescheme.New()})
-	g.Expect(err).NotTo(HaveOccurred())
-	tok := &v1.ApiToken{}
-	g.Expect(kc.Get(t.Context(), client.ObjectKey{Namespace: p.info.TenantNamespace, Name: p.info.TokenName}, tok)).To(Succeed())
-	g.Expect(tok.Status.KeyHash).To(Equal(keys.Hash(p.info.APIKey)))
-	first := p.info
-	p.stop(t)
+		// The kubeconfig works: list the demo token through it.
+		cfg, err := clientcmd.BuildConfigFromFlags("", p.info.Kubeconfig)
+		g.Expect(err).NotTo(HaveOccurred())
+		kc, err := client.New(cfg, client.Options{Scheme: kubescheme.New()})
+		g.Expect(err).NotTo(HaveOccurred())
+		tok := &v1.ApiToken{}
+		g.Expect(kc.Get(t.Context(), client.ObjectKey{Namespace: p.info.TenantNamespace, Name: p.info.TokenName}, tok)).To(Succeed())
+		g.Expect(tok.Status.KeyHash).To(Equal(keys.Hash(p.info.APIKey)))
+		first := p.info
+		p.stop(t)
 
-	// A second run reuses the data directory: same account, same key.
-	p = startDev(t, bin, dataDir)
-	g.Expect(p.info.UserID).To(Equal(first.UserID))
-	g.Expect(p.info.TokenID).To(Equal(first.TokenID))
-	g.Expect(p.info.APIKey).To(Equal(first.APIKey))
-	p.stop(t)
-}
+		// A second run reuses the data directory: same account, same key.
+		p = startDev(t, bin, dataDir)
+		g.Expect(p.info.UserID).To(Equal(first.UserID))
+		g.Expect(p.info.TokenID).To(Equal(first.TokenID))
+		g.Expect(p.info.APIKey).To(Equal(first.APIKey))
+		p.stop(t)
+	})
+})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +22,14 @@ func zapLevelWarn() zapcore.Level { return zapcore.WarnLevel }
 // textModel declares a text model served by the given backends with a
 // per-token price (3 USD in, 15 USD out per 1M tokens) and waits until the
 // route is ready and the price is published.
-func textModel(t *testing.T, ns, model string, backends ...v1.Backend) {
+func textModel(t testing.TB, ns, model string, backends ...v1.Backend) {
 	t.Helper()
 	textModelOn(t, stack.Env, ns, model, backends...)
 }
 
 // textModelOn is textModel on another control plane, whose controllers run
 // elsewhere (a manager process).
-func textModelOn(t *testing.T, env *framework.Env, ns, model string, backends ...v1.Backend) {
+func textModelOn(t testing.TB, env *framework.Env, ns, model string, backends ...v1.Backend) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -61,14 +62,14 @@ func sim(name, provider string) v1.Backend {
 }
 
 // newAccount makes a tenant with credits and a key with quota.
-func newAccount(t *testing.T, tenant v1.TenantSpec, token v1.ApiTokenSpec) *framework.Account {
+func newAccount(t testing.TB, tenant v1.TenantSpec, token v1.ApiTokenSpec) *framework.Account {
 	t.Helper()
 	return newAccountOn(t, stack.Env, tenant, token)
 }
 
 // newAccountOn is newAccount on another control plane: 1 000 credits (5 USD)
 // and a 5 USD key unless the specs say otherwise.
-func newAccountOn(t *testing.T, env *framework.Env, tenant v1.TenantSpec, token v1.ApiTokenSpec) *framework.Account {
+func newAccountOn(t testing.TB, env *framework.Env, tenant v1.TenantSpec, token v1.ApiTokenSpec) *framework.Account {
 	t.Helper()
 	if len(tenant.Grants) == 0 {
 		c := v1.Decimal("1000")
@@ -78,14 +79,34 @@ func newAccountOn(t *testing.T, env *framework.Env, tenant v1.TenantSpec, token 
 		q := int64(5 * billing.QuotaPerUSD)
 		token.Quota = &q
 	}
-	a, err := env.NewAccount(context.Background(), tenant, token)
+	a, err := newAccountIn(t, env, tenant, token)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	return a
 }
 
+// newAccountIn puts a spec's first account on this stack in the spec's
+// namespace and each further one in a namespace of its own, deleted when the
+// spec ends. A plain Test (not a spec) and other control planes get a
+// namespace per account, as before the suite.
+func newAccountIn(t testing.TB, env *framework.Env, tenant v1.TenantSpec, token v1.ApiTokenSpec) (*framework.Account, error) {
+	ctx := context.Background()
+	if _, spec := t.(*GinkgoTBWrapper); !spec || env != stack.Env || specNamespace == "" {
+		return env.NewAccount(ctx, tenant, token)
+	}
+	specAccounts++
+	if specAccounts == 1 {
+		return env.NewAccountIn(ctx, specNamespace, tenant, token)
+	}
+	a, err := env.NewAccount(ctx, tenant, token)
+	if a != nil {
+		deleteNamespaceAfterSpec(a.Namespace)
+	}
+	return a, err
+}
+
 // usedQuota waits until the usage writer flushed and returns the token's
 // used quota and the sum of its usage rows' quota: the two must agree.
-func usedQuota(t *testing.T, a *framework.Account, wantRows int) (used, rowSum billing.Quota) {
+func usedQuota(t testing.TB, a *framework.Account, wantRows int) (used, rowSum billing.Quota) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()

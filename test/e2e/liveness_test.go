@@ -10,54 +10,59 @@ import (
 	"sync"
 	"testing"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
-// A key whose balance covers about ten calls, hit by 100 concurrent
-// requests on its first use: at least one is served, and no more than the
-// balance covers. (The reservation for max_tokens 64 is about 495 quota;
-// each call is charged about 53.)
-func TestSmallBalanceServesConcurrentFirstUse(t *testing.T) {
-	model := uniqueModel("sim-small")
-	textModel(t, framework.SystemNamespace, model, sim("sim", "simulated"))
-	const balance = 556
-	for _, viaAPI := range []bool{false, true} {
-		t.Run(fmt.Sprintf("key made by the API: %v", viaAPI), func(t *testing.T) {
-			g := NewWithT(t)
-			q := int64(balance)
-			a := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{Quota: &q})
-			key := a.Key
-			if viaAPI {
-				key = createKey(t, a.Key, balance)
-			}
-			// Published on the API server is not yet published in this
-			// gateway's cache: wait until the gateway lists the model.
-			g.Eventually(func() []string {
-				_, _, body := getJSON(t, "/v1/models", key)
-				return ids(body)
-			}, framework.Timeout, framework.Interval).Should(ContainElement(model))
-			statuses, served := burst(t, key, model, 100)
-			t.Logf("statuses: %v", statuses)
-			g.Expect(served).To(BeNumerically(">=", 1), "one reservation fits the balance: %v", statuses)
-			g.Eventually(func(g Gomega) {
-				remain, used := keyBalance(g, stack.BaseURL, key)
-				g.Expect(used).To(BeNumerically(">", 0))
-				g.Expect(used).To(BeNumerically("<=", balance), "never more than the balance")
-				g.Expect(remain+used).To(BeNumerically("==", balance), "what was not charged is back")
-			}, framework.Timeout, framework.Interval).Should(Succeed())
-			for code := range statuses {
-				g.Expect(code).To(BeElementOf(200, 400), "served, or refused for quota with the contract's error")
-			}
-		})
-	}
-}
+var _ = Describe("Concurrent first use of a small balance", func() {
+	// A key whose balance covers about ten calls, hit by 100 concurrent
+	// requests on its first use: at least one is served, and no more than the
+	// balance covers. (The reservation for max_tokens 64 is about 495 quota;
+	// each call is charged about 53.)
+	It("small balance serves concurrent first use", func() {
+		t := GinkgoTB()
+		model := uniqueModel("sim-small")
+		textModel(t, framework.SystemNamespace, model, sim("sim", "simulated"))
+		const balance = 556
+		for _, viaAPI := range []bool{false, true} {
+			By(fmt.Sprintf("key made by the API: %v", viaAPI))
+			func() {
+				g := NewWithT(t)
+				q := int64(balance)
+				a := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{Quota: &q})
+				key := a.Key
+				if viaAPI {
+					key = createKey(t, a.Key, balance)
+				}
+				// Published on the API server is not yet published in this
+				// gateway's cache: wait until the gateway lists the model.
+				g.Eventually(func() []string {
+					_, _, body := getJSON(t, "/v1/models", key)
+					return ids(body)
+				}, framework.Timeout, framework.Interval).Should(ContainElement(model))
+				statuses, served := burst(t, key, model, 100)
+				t.Logf("statuses: %v", statuses)
+				g.Expect(served).To(BeNumerically(">=", 1), "one reservation fits the balance: %v", statuses)
+				g.Eventually(func(g Gomega) {
+					remain, used := keyBalance(g, stack.BaseURL, key)
+					g.Expect(used).To(BeNumerically(">", 0))
+					g.Expect(used).To(BeNumerically("<=", balance), "never more than the balance")
+					g.Expect(remain+used).To(BeNumerically("==", balance), "what was not charged is back")
+				}, framework.Timeout, framework.Interval).Should(Succeed())
+				for code := range statuses {
+					g.Expect(code).To(BeElementOf(200, 400), "served, or refused for quota with the contract's error")
+				}
+			}()
+		}
+	})
+})
 
 // burst sends n concurrent POST /v1/messages and reports the status counts
 // and how many were served (200 with a complete body).
-func burst(t *testing.T, key, model string, n int) (map[int]int, int) {
+func burst(t testing.TB, key, model string, n int) (map[int]int, int) {
 	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 64,
 		"messages": []map[string]any{{"role": "user", "content": "Say hello in one short sentence."}}})
 	var mu sync.Mutex
@@ -68,6 +73,7 @@ func burst(t *testing.T, key, model string, n int) (map[int]int, int) {
 	for range n {
 		wg.Add(1)
 		go func() {
+			defer GinkgoRecover() // t.Errorf of a spec fails it by a panic
 			defer wg.Done()
 			<-start
 			req, _ := http.NewRequestWithContext(context.Background(), "POST", stack.BaseURL+"/v1/messages", bytes.NewReader(body))
@@ -116,7 +122,7 @@ func keyBalance(g Gomega, base, key string) (remain, used int64) {
 }
 
 // createKey makes a key with POST /v1/tokens and returns it.
-func createKey(t *testing.T, parent string, quota int64) string {
+func createKey(t testing.TB, parent string, quota int64) string {
 	g := NewWithT(t)
 	body, _ := json.Marshal(map[string]any{"name": "small", "remain_quota": quota})
 	req, _ := http.NewRequest("POST", stack.BaseURL+"/v1/tokens", bytes.NewReader(body))

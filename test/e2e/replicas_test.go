@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver, to read the ledger directly
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,69 +39,80 @@ const (
 	replicaSweepEvery = time.Second
 )
 
-// Three `modelgate gateway` processes (replica IDs replica-a, -b and -c,
-// each with its own spool directory) and one `modelgate manager` on one
-// PostgreSQL ledger and one control plane.
-//
-//  1. 300 concurrent POST /v1/messages spread round-robin over the replicas
-//     on a key worth about 20 calls: every answer is served, refused for
-//     quota in the contract's shape, or rate limited; at least one is
-//     served; the total charged never exceeds the balance; the usage rows
-//     are exactly the served responses; what was not charged is back.
-//  2. replica-b takes a lease on a key with a larger balance, then is
-//     SIGKILLed (it cannot return the lease): within the lease TTL plus the
-//     sweep interval the manager's sweeper returns the lease, and the key's
-//     remain + used in the ledger is whole again.
-func TestThreeReplicasOnOnePostgresNeverOverspend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane, a manager and three gateways")
-	}
-	g := NewWithT(t)
-	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t) // skips (fails under CI=true) without PostgreSQL
-	db, err := sql.Open("pgx", dsn)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = db.Close() })
-	bin := buildBinary(t)
+var _ = Describe("Three gateway replicas on one PostgreSQL", Serial, Ordered, Label("replicas", "postgres", "process"), func() {
+	// Three `modelgate gateway` processes (replica IDs replica-a, -b and -c,
+	// each with its own spool directory) and one `modelgate manager` on one
+	// PostgreSQL ledger and one control plane.
+	//
+	//  1. 300 concurrent POST /v1/messages spread round-robin over the replicas
+	//     on a key worth about 20 calls: every answer is served, refused for
+	//     quota in the contract's shape, or rate limited; at least one is
+	//     served; the total charged never exceeds the balance; the usage rows
+	//     are exactly the served responses; what was not charged is back.
+	//  2. replica-b takes a lease on a key with a larger balance, then is
+	//     SIGKILLed (it cannot return the lease): within the lease TTL plus the
+	//     sweep interval the manager's sweeper returns the lease, and the key's
+	//     remain + used in the ledger is whole again.
+	var (
+		db       *sql.DB
+		env      *framework.Env
+		replicas []*process
+		model    string
+	)
 
-	// A control plane of its own: the suite's stack runs its controllers on
-	// a SQLite ledger, and they would register these tenants there.
-	env, err := framework.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := writeKubeconfig(t, env)
-	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.SystemNamespace}})).To(Succeed())
-
-	startProcess(t, bin, "manager", nil, "manager", "--kubeconfig", kubeconfig, "--database", dsn,
-		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--lease-sweep-interval="+replicaSweepEvery.String())
-	var replicas []*process
-	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
-		replicas = append(replicas, startReplica(t, bin, name, kubeconfig, dsn))
-	}
-	var wg sync.WaitGroup
-	for _, r := range replicas {
-		wg.Go(func() { r.waitReady(t) })
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for _, r := range replicas { // one spool per replica, named after it, in its own directory
-		spools, _ := filepath.Glob(filepath.Join(r.dir, "usage-*.spool*"))
-		g.Expect(spools).NotTo(BeEmpty())
-		for _, f := range spools {
-			g.Expect(filepath.Base(f)).To(HavePrefix("usage-"+r.name+".spool"), "every spool file of %s is its own", r.name)
+	BeforeAll(func() {
+		t := GinkgoTB()
+		if testing.Short() {
+			Skip("starts a control plane, a manager and three gateways")
 		}
-	}
+		g := NewWithT(t)
+		ctx := context.Background()
+		dsn := pgtest.NewDatabase(t) // skips (fails under CI=true) without PostgreSQL
+		var err error
+		db, err = sql.Open("pgx", dsn)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = db.Close() })
+		bin := buildBinary(t)
 
-	model := uniqueModel("sim-replicas")
-	textModelOn(t, env, framework.SystemNamespace, model, sim("sim", "simulated"))
+		// A control plane of its own: the suite's stack runs its controllers on
+		// a SQLite ledger, and they would register these tenants there.
+		env, err = framework.Start()
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = env.Stop() })
+		kubeconfig := writeKubeconfig(t, env)
+		g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.SystemNamespace}})).To(Succeed())
 
-	t.Run("300 concurrent requests on a balance of about 20 calls", func(t *testing.T) {
+		startProcess(t, bin, "manager", nil, "manager", "--kubeconfig", kubeconfig, "--database", dsn,
+			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--lease-sweep-interval="+replicaSweepEvery.String())
+		for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
+			replicas = append(replicas, startReplica(t, bin, name, kubeconfig, dsn))
+		}
+		var wg sync.WaitGroup
+		for _, r := range replicas {
+			wg.Go(func() { r.waitReady(t) })
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		for _, r := range replicas { // one spool per replica, named after it, in its own directory
+			spools, _ := filepath.Glob(filepath.Join(r.dir, "usage-*.spool*"))
+			g.Expect(spools).NotTo(BeEmpty())
+			for _, f := range spools {
+				g.Expect(filepath.Base(f)).To(HavePrefix("usage-"+r.name+".spool"), "every spool file of %s is its own", r.name)
+			}
+		}
+
+		model = uniqueModel("sim-replicas")
+		textModelOn(t, env, framework.SystemNamespace, model, sim("sim", "simulated"))
+	})
+
+	It("never overspend a balance of about 20 calls under 300 concurrent requests", func() {
+		t := GinkgoTB()
 		g := NewWithT(t)
 		// A call of this model with max_tokens 64 is charged about 53 quota
-		// and reserves about 495 (see TestSmallBalanceServesConcurrentFirstUse).
+		// and reserves about 495 (see liveness_test.go).
 		// The tenant has 1 000 credits (2.5 M quota): the key's quota binds.
 		const balance = 20 * 53
 		q := int64(balance)
@@ -108,7 +121,7 @@ func TestThreeReplicasOnOnePostgresNeverOverspend(t *testing.T) {
 		waitModelListed(t, replicas, a.Key, model)
 
 		res := burstOver(t, replicas, a.Key, model, 300)
-		t.Logf("statuses by replica: %v; served %d", res.byReplica, len(res.served))
+		figures(t, "statuses", "statuses by replica: %v; served %d", res.byReplica, len(res.served))
 		for code := range res.statuses {
 			g.Expect(code).To(BeElementOf(200, 400, 429),
 				"served, refused for quota (400 in the Messages shape) or rate limited: %v", res.statuses)
@@ -124,7 +137,7 @@ func TestThreeReplicasOnOnePostgresNeverOverspend(t *testing.T) {
 			l = readLedger(g, db, tokenID)
 			g.Expect(l.rows).To(HaveLen(len(res.served)))
 		}, framework.Timeout, framework.Interval).Should(Succeed(), "one usage row per served response")
-		t.Logf("balance %d: served %d, refused %d; charged %d (rows) / %d (used), remain %d; usage rows %d",
+		figures(t, "balance", "balance %d: served %d, refused %d; charged %d (rows) / %d (used), remain %d; usage rows %d",
 			balance, len(res.served), 300-len(res.served), l.rowQuota, l.used, l.remain, len(l.rows))
 		for id := range res.served {
 			g.Expect(l.rows).To(HaveKey(id), "a served response without its usage row")
@@ -142,7 +155,8 @@ func TestThreeReplicasOnOnePostgresNeverOverspend(t *testing.T) {
 		}
 	})
 
-	t.Run("a replica SIGKILLed holding a lease", func(t *testing.T) {
+	It("return the lease of a replica SIGKILLed holding it", func() {
+		t := GinkgoTB()
 		g := NewWithT(t)
 		// 5 USD on the key and the tenant: above two chunks (2 USD), so the
 		// replica leases instead of reserving directly.
@@ -186,10 +200,10 @@ func TestThreeReplicasOnOnePostgresNeverOverspend(t *testing.T) {
 			g.Expect(remain+used).To(Equal(quota), "GET /v1/balance on %s", r.name)
 			g.Expect(remain).To(Equal(after.remain), "no lease left for GET /v1/balance to add")
 		}
-		t.Logf("lease of %s held %d quota at the kill; returned %s after the SIGKILL (TTL %s, sweep every %s); key: remain %d + used %d = %d",
+		figures(t, "lease", "lease of %s held %d quota at the kill; returned %s after the SIGKILL (TTL %s, sweep every %s); key: remain %d + used %d = %d",
 			victim.name, before.leased, back.Round(100*time.Millisecond), replicaLeaseTTL, replicaSweepEvery, after.remain, after.used, quota)
 	})
-}
+})
 
 // process is a child process of the test: the manager or one gateway replica.
 type process struct {
@@ -217,7 +231,7 @@ func (p *process) kill() {
 
 // startProcess runs the modelgate binary with args and extra environment,
 // logging to a file; it is killed when the test ends.
-func startProcess(t *testing.T, bin, name string, extraEnv []string, args ...string) *process {
+func startProcess(t testing.TB, bin, name string, extraEnv []string, args ...string) *process {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -249,7 +263,7 @@ var listeningRE = regexp.MustCompile(`"msg":"gateway listening".*"addr":"([^"]+)
 
 // startReplica runs `modelgate gateway` as replica name (POD_NAME, which
 // names its leases and its spool) with a data directory of its own.
-func startReplica(t *testing.T, bin, name, kubeconfig, dsn string) *process {
+func startReplica(t testing.TB, bin, name, kubeconfig, dsn string) *process {
 	t.Helper()
 	dir := t.TempDir()
 	p := startProcess(t, bin, name,
@@ -262,44 +276,30 @@ func startReplica(t *testing.T, bin, name, kubeconfig, dsn string) *process {
 
 // waitReady finds the address a gateway listens on in its log and waits
 // until its /readyz answers 200. It may run on any goroutine.
-func (p *process) waitReady(t *testing.T) {
-	deadline := time.Now().Add(framework.LongTimeout)
-	for p.base == "" {
-		if m := listeningRE.FindStringSubmatch(p.tail()); m != nil {
-			p.base = "http://" + m[1]
-			break
-		}
+func (p *process) waitReady(t testing.TB) {
+	defer GinkgoRecover() // a failed spec's assertion panics
+	log := func() string { return fmt.Sprintf("%s at %q; log:\n%s", p.name, p.base, p.tail()) }
+	NewWithT(t).Eventually(func(g Gomega) {
 		select {
 		case <-p.exited:
-			t.Errorf("%s exited before it listened; log:\n%s", p.name, p.tail())
-			return
+			StopTrying("exited before it was ready: " + log()).Now()
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s did not start listening; log:\n%s", p.name, p.tail())
-			return
+		if p.base == "" {
+			m := listeningRE.FindStringSubmatch(p.tail())
+			g.Expect(m).NotTo(BeNil(), "did not start listening")
+			p.base = "http://" + m[1]
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for {
 		resp, err := http.Get(p.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s at %s not ready; log:\n%s", p.name, p.base, p.tail())
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "not ready")
+	}, framework.LongTimeout, 50*time.Millisecond).Should(Succeed(), log)
 }
 
 // writeKubeconfig makes an admin user on env's API server and writes its
 // kubeconfig for the child processes.
-func writeKubeconfig(t *testing.T, env *framework.Env) string {
+func writeKubeconfig(t testing.TB, env *framework.Env) string {
 	t.Helper()
 	g := NewWithT(t)
 	user, err := env.Environment.AddUser(envtest.User{Name: "replicas-test", Groups: []string{"system:masters"}}, nil)
@@ -313,7 +313,7 @@ func writeKubeconfig(t *testing.T, env *framework.Env) string {
 
 // waitModelListed waits until every replica knows the key and lists model
 // for it (each replica's informer cache catches up on its own).
-func waitModelListed(t *testing.T, replicas []*process, key, model string) {
+func waitModelListed(t testing.TB, replicas []*process, key, model string) {
 	t.Helper()
 	g := NewWithT(t)
 	for _, r := range replicas {
@@ -342,7 +342,7 @@ type burstResult struct {
 
 // burstOver sends n concurrent POST /v1/messages, request i to replica
 // i mod len(replicas), released together.
-func burstOver(t *testing.T, replicas []*process, key, model string, n int) burstResult {
+func burstOver(t testing.TB, replicas []*process, key, model string, n int) burstResult {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 64,
 		"messages": []map[string]any{{"role": "user", "content": "Say hello in one short sentence."}}})
@@ -358,6 +358,7 @@ func burstOver(t *testing.T, replicas []*process, key, model string, n int) burs
 	for i := range n {
 		r := replicas[i%len(replicas)]
 		wg.Go(func() {
+			defer GinkgoRecover() // t.Errorf of a spec fails it by a panic
 			<-start
 			req, _ := http.NewRequest("POST", r.base+"/v1/messages", bytes.NewReader(body))
 			req.Header.Set("x-api-key", key)

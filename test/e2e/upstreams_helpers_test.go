@@ -23,7 +23,7 @@ import (
 
 // startFake starts a fake upstream of the given provider ("anthropic",
 // "openai" or "gemini") and stops it with the test.
-func startFake(t *testing.T, provider string) *fakeupstream.Server {
+func startFake(t testing.TB, provider string) *fakeupstream.Server {
 	t.Helper()
 	var s *fakeupstream.Server
 	switch provider {
@@ -42,7 +42,7 @@ func startFake(t *testing.T, provider string) *fakeupstream.Server {
 
 // fakeBackend is a backend of the given provider pointing at baseURL with
 // a credential Secret (created in the system namespace) holding key.
-func fakeBackend(t *testing.T, name, provider, baseURL, key, upstreamModel string) v1.Backend {
+func fakeBackend(t testing.TB, name, provider, baseURL, key, upstreamModel string) v1.Backend {
 	t.Helper()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("upstream-%s-%d", name, time.Now().UnixNano()), Namespace: framework.SystemNamespace},
@@ -66,7 +66,7 @@ func textQuota(prompt, completion int64) int64 {
 
 // usageRows waits until the account has n usage rows and returns them,
 // newest first.
-func usageRows(t *testing.T, a *framework.Account, n int) []store.UsageRecord {
+func usageRows(t testing.TB, a *framework.Account, n int) []store.UsageRecord {
 	t.Helper()
 	var rows []store.UsageRecord
 	NewWithT(t).Eventually(func(g Gomega) {
@@ -79,7 +79,7 @@ func usageRows(t *testing.T, a *framework.Account, n int) []store.UsageRecord {
 }
 
 // ledgerUsed waits until the token's used quota is want.
-func ledgerUsed(t *testing.T, a *framework.Account, want int64) {
+func ledgerUsed(t testing.TB, a *framework.Account, want int64) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		b, err := stack.Ledger.TokenUsage(context.Background(), a.Token.Status.TokenID)
@@ -103,7 +103,7 @@ type clientView struct {
 var endTurn = map[string]string{"messages": "end_turn", "chat": "stop", "responses": "completed"}
 
 // ask sends one user prompt with the official SDK of the protocol.
-func ask(t *testing.T, proto string, stream bool, key, model, prompt string) clientView {
+func ask(t testing.TB, proto string, stream bool, key, model, prompt string) clientView {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -39,7 +40,7 @@ func videoBody(model string, duration int) string {
 	return fmt.Sprintf(`{"model":%q,"prompt":"a lighthouse at dusk","duration":%d,"ratio":"16:9"}`, model, duration)
 }
 
-func videoCall(t *testing.T, method, path, key, body string) (int, []byte) {
+func videoCall(t testing.TB, method, path, key, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, stack.BaseURL+path, strings.NewReader(body))
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
@@ -54,48 +55,51 @@ func videoCall(t *testing.T, method, path, key, body string) (int, []byte) {
 	return resp.StatusCode, raw
 }
 
-// TestOpenAIVideos: a video task through the gateway on OpenAI's Videos
-// API (the fake): submitted, polled through a 429, the MP4 downloaded into
-// the blob store and served by the gateway, billed by the clip's length;
-// a moderated video fails with content_policy_violation and is refunded.
-func TestOpenAIVideos(t *testing.T) {
-	g := NewWithT(t)
-	fake := fakeupstream.NewOpenAIVideos()
-	t.Cleanup(fake.Close)
-	// A video model on the Videos API fake, 0.05 USD per output second.
-	model := vendorModel{prefix: "sora", provider: "openai", baseURL: fake.URL + "/v1", upstream: "sora-2", key: fake.Key(),
-		typ: v1.ModelTypeVideo, profile: v1.ProfileAllInOneVideo, price: v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond,
-			PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"}}.declare(t)
-	acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+var _ = Describe("The OpenAI videos upstream", func() {
+	// A video task through the gateway on OpenAI's Videos
+	// API (the fake): submitted, polled through a 429, the MP4 downloaded into
+	// the blob store and served by the gateway, billed by the clip's length;
+	// a moderated video fails with content_policy_violation and is refunded.
+	It("OpenAI videos", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		fake := fakeupstream.NewOpenAIVideos()
+		t.Cleanup(fake.Close)
+		// A video model on the Videos API fake, 0.05 USD per output second.
+		model := vendorModel{prefix: "sora", provider: "openai", baseURL: fake.URL + "/v1", upstream: "sora-2", key: fake.Key(),
+			typ: v1.ModelTypeVideo, profile: v1.ProfileAllInOneVideo, price: v1.PriceRuleSpec{ChargeType: v1.ChargePerSecond,
+				PriceBasis: v1.BasisOutputSeconds, Unit: v1.UnitSecond, UnitPrice: "0.05"}}.declare(t)
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
 
-	mp4 := append([]byte("\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"), []byte("sora frames for the e2e")...)
-	fake.SetPlan(fakeupstream.VideoPlan{Polls: 2, RateLimited: 1, RetryAfter: "1", Output: mp4})
-	task := finalTask(t, acct.Key, "videos", videoBody(model, 8))
-	g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
-	g.Expect(task.Progress).To(Equal(100))
-	g.Expect(task.Result.Type).To(Equal("video"))
-	g.Expect(task.Result.Data).To(HaveLen(1))
-	resp, err := http.Get(task.Result.Data[0].URL)
-	g.Expect(err).NotTo(HaveOccurred())
-	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	g.Expect(got).To(Equal(mp4), "the gateway serves the stored copy")
-	g.Expect(task.Billing.Status).To(Equal("settled"))
-	g.Expect(task.Billing.CostUSD).To(Equal("0.4"), "8 s at 0.05 USD")
-	ledgerUsed(t, acct, 200000)
+		mp4 := append([]byte("\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"), []byte("sora frames for the e2e")...)
+		fake.SetPlan(fakeupstream.VideoPlan{Polls: 2, RateLimited: 1, RetryAfter: "1", Output: mp4})
+		task := finalTask(t, acct.Key, "videos", videoBody(model, 8))
+		g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
+		g.Expect(task.Progress).To(Equal(100))
+		g.Expect(task.Result.Type).To(Equal("video"))
+		g.Expect(task.Result.Data).To(HaveLen(1))
+		resp, err := http.Get(task.Result.Data[0].URL)
+		g.Expect(err).NotTo(HaveOccurred())
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(got).To(Equal(mp4), "the gateway serves the stored copy")
+		g.Expect(task.Billing.Status).To(Equal("settled"))
+		g.Expect(task.Billing.CostUSD).To(Equal("0.4"), "8 s at 0.05 USD")
+		ledgerUsed(t, acct, 200000)
 
-	sent := fake.Requests()[0]
-	g.Expect(sent.Path).To(Equal("/v1/videos"))
-	g.Expect(sent.Header.Get("Authorization")).To(Equal("Bearer " + fake.Key()))
-	g.Expect(sent.JSON()).To(Equal(map[string]any{"model": "sora-2", "prompt": "a lighthouse at dusk", "seconds": "8", "size": "1280x720"}))
-	g.Expect(fake.Count(http.MethodPost, "/v1/videos")).To(Equal(1))
+		sent := fake.Requests()[0]
+		g.Expect(sent.Path).To(Equal("/v1/videos"))
+		g.Expect(sent.Header.Get("Authorization")).To(Equal("Bearer " + fake.Key()))
+		g.Expect(sent.JSON()).To(Equal(map[string]any{"model": "sora-2", "prompt": "a lighthouse at dusk", "seconds": "8", "size": "1280x720"}))
+		g.Expect(fake.Count(http.MethodPost, "/v1/videos")).To(Equal(1))
 
-	fake.SetPlan(fakeupstream.VideoPlan{Polls: 1, FailCode: "moderation_blocked", FailMessage: "Your request was blocked by our moderation system."})
-	task = finalTask(t, acct.Key, "videos", videoBody(model, 4))
-	g.Expect(task.Status).To(Equal("failed"))
-	g.Expect(task.Error.Code).To(Equal("content_policy_violation"))
-	g.Expect(task.Error.Message).To(Equal("Your request was blocked by our moderation system."))
-	g.Expect(task.Billing.Status).To(Equal("refunded"))
-	ledgerUsed(t, acct, 200000)
-}
+		fake.SetPlan(fakeupstream.VideoPlan{Polls: 1, FailCode: "moderation_blocked", FailMessage: "Your request was blocked by our moderation system."})
+		task = finalTask(t, acct.Key, "videos", videoBody(model, 4))
+		g.Expect(task.Status).To(Equal("failed"))
+		g.Expect(task.Error.Code).To(Equal("content_policy_violation"))
+		g.Expect(task.Error.Message).To(Equal("Your request was blocked by our moderation system."))
+		g.Expect(task.Billing.Status).To(Equal("refunded"))
+		ledgerUsed(t, acct, 200000)
+	})
+})

@@ -30,7 +30,7 @@ type vendorModel struct {
 // declare creates the credential Secret, the route and its price in the
 // system namespace, waits until this stack's gateway serves them, and
 // returns the model's name.
-func (m vendorModel) declare(t *testing.T) string {
+func (m vendorModel) declare(t testing.TB) string {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -63,7 +63,7 @@ func (m vendorModel) declare(t *testing.T) string {
 
 // finalTask submits body to /v1/{family}/generations and polls the task
 // until it is final.
-func finalTask(t *testing.T, key, family, body string) videoTask {
+func finalTask(t testing.TB, key, family, body string) videoTask {
 	t.Helper()
 	g := NewWithT(t)
 	code, raw := videoCall(t, http.MethodPost, "/v1/"+family+"/generations", key, body)

@@ -169,15 +169,21 @@ func (e *Env) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.Api
 	if err := e.Client.Create(ctx, ns); err != nil {
 		return nil, err
 	}
-	a := &Account{Namespace: ns.Name}
-	a.Tenant = &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "acct", Namespace: ns.Name}, Spec: tenant}
+	return e.NewAccountIn(ctx, ns.Name, tenant, token)
+}
+
+// NewAccountIn is NewAccount in an existing namespace, which must not hold a
+// Tenant yet (one Tenant per namespace).
+func (e *Env) NewAccountIn(ctx context.Context, namespace string, tenant v1.TenantSpec, token v1.ApiTokenSpec) (*Account, error) {
+	a := &Account{Namespace: namespace}
+	a.Tenant = &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: "acct", Namespace: namespace}, Spec: tenant}
 	if err := e.Client.Create(ctx, a.Tenant); err != nil {
 		return nil, err
 	}
 	if token.DisplayName == "" {
 		token.DisplayName = "test key"
 	}
-	a.Token = &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: ns.Name}, Spec: token}
+	a.Token = &v1.ApiToken{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: namespace}, Spec: token}
 	if err := e.Client.Create(ctx, a.Token); err != nil {
 		return nil, err
 	}
@@ -188,7 +194,7 @@ func (e *Env) NewAccount(ctx context.Context, tenant v1.TenantSpec, token v1.Api
 		return nil, err
 	}
 	secret := &corev1.Secret{}
-	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: a.Token.Status.SecretName}, secret); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: a.Token.Status.SecretName}, secret); err != nil {
 		return nil, err
 	}
 	a.Key = string(secret.Data[v1.APIKeySecretKey])
