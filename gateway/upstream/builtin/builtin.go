@@ -11,6 +11,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/openai"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 	"github.com/modelgate/modelgate/gateway/upstream/taskapi"
+	"github.com/modelgate/modelgate/gateway/upstream/vertex"
 )
 
 // registry is built once, at package initialisation: adapters share the
@@ -26,6 +27,7 @@ var registry = upstream.NewRegistry(
 	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
 	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
 	upstream.Entry{Name: dashscope.Name, Adapter: dashscope.Adapter{}},
+	upstream.Entry{Name: vertex.Name, Adapter: vertex.New(nil)},
 )
 
 // Registry returns the built-in adapters.
