@@ -64,7 +64,7 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 	if !client.Valid() {
 		return nil, fmt.Errorf("upstream: unknown client protocol %q", client)
 	}
-	up := UpstreamProtocol(p, client)
+	up := UpstreamProtocolFor(p, b, client)
 	clientModel := req.Model
 	if clientModel == "" {
 		clientModel, _ = translate.FieldString(req.Body, "model")
@@ -104,8 +104,9 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 
 	resp, err := p.Send(cctx, b, up, body, req.Stream, req.Header)
 	if err != nil {
-		// A provider's own *Error (a backend it cannot use: no region, no
-		// credential) is kept; anything else is the transport's.
+		// A provider may classify its own failure before the request left
+		// (a backend it cannot use: no region, no credential, a credential
+		// it could not exchange for a token); the rest are the transport's.
 		return fail(transportErrOr(err, transportErr))
 	}
 	if resp.StatusCode >= 300 {

@@ -56,10 +56,31 @@ type TextProvider interface {
 	Send(ctx context.Context, b Backend, p Protocol, body []byte, stream bool, header http.Header) (*http.Response, error)
 }
 
+// BackendProtocols is implemented by a TextProvider whose protocols depend
+// on the backend (Vertex AI serves Gemini models on Google's wire and Claude
+// models on Anthropic's): Invoke asks ProtocolsFor instead of Protocols.
+type BackendProtocols interface {
+	// ProtocolsFor are the protocols backend b speaks natively, preferred
+	// first.
+	ProtocolsFor(b Backend) []Protocol
+}
+
 // UpstreamProtocol is the protocol Invoke uses for a client protocol: the
 // client's own when p speaks it, else p's first.
 func UpstreamProtocol(p TextProvider, client Protocol) Protocol {
-	ps := p.Protocols()
+	return pick(p.Protocols(), client)
+}
+
+// UpstreamProtocolFor is UpstreamProtocol for backend b, asking a
+// BackendProtocols provider for b's protocols.
+func UpstreamProtocolFor(p TextProvider, b Backend, client Protocol) Protocol {
+	if bp, ok := p.(BackendProtocols); ok {
+		return pick(bp.ProtocolsFor(b), client)
+	}
+	return UpstreamProtocol(p, client)
+}
+
+func pick(ps []Protocol, client Protocol) Protocol {
 	if slices.Contains(ps, client) {
 		return client
 	}

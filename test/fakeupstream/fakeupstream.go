@@ -1,6 +1,6 @@
 // Package fakeupstream provides HTTP servers that answer like the public
 // Anthropic Messages API, the OpenAI Chat Completions and Responses APIs and
-// the Google Gemini API (generateContent),
+// the Google Gemini API (generateContent), Azure OpenAI and Vertex AI,
 // for tests that drive the gateway against "real" upstreams over the
 // network.
 //
@@ -136,7 +136,8 @@ func (r Request) JSON() map[string]any {
 	return m
 }
 
-// Model is the body's model field, or for Gemini the path's model.
+// Model is the body's model field, or for Gemini and Vertex AI the path's
+// model.
 func (r Request) Model() string {
 	if m, _, ok := geminiPath(r.Path); ok {
 		return m
@@ -144,18 +145,24 @@ func (r Request) Model() string {
 	if m, _, ok := bedrockModelPath(r.Path); ok {
 		return m
 	}
+	if rt, ok := vertexPath(r.Path); ok {
+		return rt.model
+	}
 	s, _ := r.JSON()["model"].(string)
 	return s
 }
 
-// Stream is the body's stream flag, or for Gemini whether the method is
-// streamGenerateContent.
+// Stream is the body's stream flag, or for Gemini and Vertex AI whether the
+// method is a streaming one.
 func (r Request) Stream() bool {
 	if _, method, ok := geminiPath(r.Path); ok {
 		return method == "streamGenerateContent"
 	}
 	if _, method, ok := bedrockModelPath(r.Path); ok {
 		return method == "converse-stream"
+	}
+	if rt, ok := vertexPath(r.Path); ok {
+		return rt.stream()
 	}
 	b, _ := r.JSON()["stream"].(bool)
 	return b
@@ -169,6 +176,7 @@ const (
 	kindGemini
 	kindAzure
 	kindBedrock
+	kindVertex
 )
 
 // Server is a fake upstream API on a loopback port. Its methods are safe
@@ -190,6 +198,8 @@ type Server struct {
 	deployments map[string]bool
 	// sessionToken is the Bedrock session token required (none: none).
 	sessionToken string
+	// vertex is the Vertex AI fake's service account and tokens.
+	vertex *vertexState
 }
 
 // NewAnthropic starts a fake of the Anthropic Messages API
@@ -346,6 +356,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	if s.kind == kindVertex && r.URL.Path == vertexTokenPath {
+		s.serveToken(w, r) // not an API request: not recorded
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	i := s.record(r, body)
 	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Body: body}
@@ -359,6 +373,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		ok = s.checkAzure(w, r, body)
 	case kindBedrock:
 		ok = s.checkBedrock(w, r, body)
+	case kindVertex:
+		ok = s.checkVertex(w, r, body)
 	default:
 		ok = s.checkOpenAI(w, r, body)
 	}
@@ -385,6 +401,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case reply.Reset:
 		panic(http.ErrAbortHandler) // closes the connection without a response
+	case reply.Status != 0 && s.kind == kindVertex:
+		s.vertexError(w, r, reply)
+		return
 	case reply.Status != 0 && s.kind == kindGemini:
 		msg := reply.ErrorMessage
 		if msg == "" {
@@ -411,6 +430,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	stream := req.Stream() && !reply.IgnoreStream
 	switch {
+	case s.kind == kindVertex:
+		s.vertexReply(w, r, req, reply, stream)
 	case s.kind == kindGemini:
 		s.geminiReply(w, r, req.Model(), reply, stream)
 	case s.kind == kindBedrock:
@@ -542,10 +563,10 @@ func (s *sseWriter) failure() {
 			msg = "Overloaded"
 		}
 		typ := r.ErrorType
-		if s.srv.kind == kindGemini {
+		if wire := s.srv.wire(s.r); wire == kindGemini {
 			// A stream that fails after it began ends with an error chunk.
 			s.write("", geminiError(http.StatusServiceUnavailable, msg, ""))
-		} else if s.srv.kind == kindAnthropic {
+		} else if wire == kindAnthropic {
 			if typ == "" {
 				typ = "overloaded_error"
 			}
@@ -595,7 +616,7 @@ func (s *sseWriter) write(name string, data any) {
 	}
 	buf.WriteString("data: ")
 	buf.Write(b)
-	if s.srv.kind == kindGemini {
+	if s.srv.wire(s.r) == kindGemini {
 		buf.WriteString("\r\n\r\n") // Google's SSE frames end in CRLF
 	} else {
 		buf.WriteString("\n\n")

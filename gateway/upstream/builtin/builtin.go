@@ -13,6 +13,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/openai"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 	"github.com/modelgate/modelgate/gateway/upstream/taskapi"
+	"github.com/modelgate/modelgate/gateway/upstream/vertex"
 )
 
 // registry is built once, at package initialisation: adapters share the
@@ -30,6 +31,7 @@ var registry = upstream.NewRegistry(
 	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
 	upstream.Entry{Name: dashscope.Name, Adapter: dashscope.Adapter{}},
 	upstream.Entry{Name: ark.Name, Adapter: ark.New()},
+	upstream.Entry{Name: vertex.Name, Adapter: vertex.New(nil)},
 )
 
 // Registry returns the built-in adapters.

@@ -62,7 +62,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 		return nil, err
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		retryAfterFromBody(resp)
+		RetryAfterFromBody(resp)
 	}
 	return resp, nil
 }
@@ -87,11 +87,11 @@ func URL(b upstream.Backend, stream bool) string {
 	return u + ":generateContent"
 }
 
-// retryAfterFromBody sets Retry-After from the error's RetryInfo detail
+// RetryAfterFromBody sets Retry-After from the error's RetryInfo detail
 // ({"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"22s"})
 // when the header is absent: Gemini states its wait there, and the gateway
-// reads waits from the header.
-func retryAfterFromBody(resp *http.Response) {
+// reads waits from the header. Vertex AI's errors share the shape.
+func RetryAfterFromBody(resp *http.Response) {
 	if resp.Header.Get("Retry-After") != "" {
 		return
 	}

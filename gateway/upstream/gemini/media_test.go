@@ -204,7 +204,7 @@ func TestVeoSubmitPollDownload(t *testing.T) {
 	_, err = p.Poll(ctx, c, s.ID)
 	ue := asError(t, err)
 	g.Expect(ue.Class).To(Equal(upstream.Transient))
-	g.Expect(ue.RetryAfter).To(Equal(3 * time.Second), "RetryInfo's retryDelay")
+	g.Expect(ue.RetryAfter).To(Equal(3*time.Second), "RetryInfo's retryDelay")
 
 	st, err := p.Poll(ctx, c, s.ID)
 	g.Expect(err).NotTo(HaveOccurred())

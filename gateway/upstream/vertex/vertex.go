@@ -1,0 +1,230 @@
+// Package vertex is the provider for Google Cloud's Vertex AI: Gemini models
+// through generateContent and streamGenerateContent (Google's wire, the
+// translate package's gemini codec), Claude models through rawPredict and
+// streamRawPredict (Anthropic's Messages wire), both authenticated with an
+// OAuth2 access token exchanged for the backend's service-account key.
+package vertex
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/gemini"
+)
+
+// Name is the provider's registered name.
+const Name = "vertex"
+
+// The backend options.
+const (
+	// OptionProject is the Google Cloud project ID; empty: the project_id
+	// of the service-account key.
+	OptionProject = "project"
+	// OptionRegion is the location segment of the URL ("us-east5",
+	// "europe-west1", "global"); empty: DefaultRegion. Without a baseURL it
+	// also names the host: {region}-aiplatform.googleapis.com, or
+	// aiplatform.googleapis.com for global.
+	OptionRegion = "region"
+	// OptionPublisher is "google" (Gemini) or "anthropic" (Claude); empty:
+	// anthropic when the upstream model starts with "claude", else google.
+	OptionPublisher = "publisher"
+	// OptionAPIVersion is the API version path segment; empty: "v1".
+	OptionAPIVersion = "apiVersion"
+)
+
+// The publishers.
+const (
+	PublisherGoogle    = "google"
+	PublisherAnthropic = "anthropic"
+)
+
+// DefaultRegion is the location of a backend without a region option: the
+// global endpoint, which Google recommends for both Gemini and Claude
+// unless data must stay in a region.
+const DefaultRegion = "global"
+
+// AnthropicVersion is the anthropic_version the body of a Claude request
+// carries on Vertex AI instead of the anthropic-version header.
+const AnthropicVersion = "vertex-2023-10-16"
+
+// Provider sends Vertex AI requests.
+type Provider struct {
+	client *http.Client
+	tokens *tokens
+}
+
+// New returns a provider using client (nil: upstream.Client) for the API
+// calls. Token exchanges use their own client on the shared transport, with
+// a time limit, since the OAuth2 library refreshes tokens without the
+// request's context.
+func New(client *http.Client) *Provider {
+	return &Provider{client: upstream.ClientOr(client), tokens: newTokens(nil)}
+}
+
+// Protocols implements upstream.TextProvider: both wires, Gemini first.
+// Invoke asks ProtocolsFor, which knows the backend's publisher.
+func (*Provider) Protocols() []upstream.Protocol {
+	return []upstream.Protocol{upstream.Gemini, upstream.Messages}
+}
+
+// ProtocolsFor implements upstream.BackendProtocols: the publisher's wire.
+func (*Provider) ProtocolsFor(b upstream.Backend) []upstream.Protocol {
+	if Publisher(b) == PublisherAnthropic {
+		return []upstream.Protocol{upstream.Messages}
+	}
+	return []upstream.Protocol{upstream.Gemini}
+}
+
+// Publisher is backend b's publisher: its publisher option, else anthropic
+// for a model whose name starts with "claude", else google.
+func Publisher(b upstream.Backend) string {
+	if p := b.Options[OptionPublisher]; p != "" {
+		return p
+	}
+	if strings.HasPrefix(strings.ToLower(b.UpstreamModel), "claude") {
+		return PublisherAnthropic
+	}
+	return PublisherGoogle
+}
+
+// Send implements upstream.TextProvider. It exchanges the backend's
+// service-account key (the credential Secret's value) for an access token,
+// builds the publisher's URL, adapts a Claude body to Vertex AI (no model,
+// anthropic_version in the body) and posts it with the token as Bearer.
+func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
+	pub := Publisher(b)
+	if pub != PublisherGoogle && pub != PublisherAnthropic {
+		return nil, unsupported(b, "publisher %q is not supported (google or anthropic)", pub)
+	}
+	acct, err := p.tokens.account(b)
+	if err != nil {
+		return nil, err
+	}
+	project := b.Options[OptionProject]
+	if project == "" {
+		project = acct.project
+	}
+	u, err := URL(b, project, stream)
+	if err != nil {
+		return nil, err
+	}
+	if pub == PublisherAnthropic {
+		if body, err = anthropicBody(body); err != nil {
+			return nil, err
+		}
+	}
+	token, err := acct.token(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	req, err := upstream.NewJSONRequest(ctx, u, body, stream)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if pub == PublisherAnthropic {
+		for _, v := range h.Values("anthropic-beta") {
+			req.Header.Add("anthropic-beta", v)
+		}
+		if v := b.Options["anthropic-beta"]; v != "" {
+			req.Header.Add("anthropic-beta", v)
+		}
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		// The token was revoked or expired early: the next call gets a
+		// fresh one rather than the cached one again.
+		p.tokens.forget(b)
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		gemini.RetryAfterFromBody(resp)
+	}
+	return resp, nil
+}
+
+// region names are lower-case words and digits joined by hyphens; anything
+// else would change the host name built from it.
+var regionName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// URL is the method URL of backend b in project:
+// {base}/{version}/projects/{project}/locations/{region}/publishers/{publisher}/models/{model}:{method},
+// the method generateContent or streamGenerateContent?alt=sse (google),
+// rawPredict or streamRawPredict (anthropic). The base is the backend's
+// baseURL, else the region's endpoint.
+func URL(b upstream.Backend, project string, stream bool) (string, error) {
+	region := b.Options[OptionRegion]
+	if region == "" {
+		region = DefaultRegion
+	}
+	if !regionName.MatchString(region) {
+		return "", unsupported(b, "region %q is not a Google Cloud location", region)
+	}
+	if project == "" {
+		return "", unsupported(b, "no project: set the %q option or use a service-account key with a project_id", OptionProject)
+	}
+	model := strings.TrimSpace(b.UpstreamModel)
+	if model == "" {
+		return "", unsupported(b, "no upstream model")
+	}
+	base := strings.TrimRight(b.BaseURL, "/")
+	switch {
+	case base != "":
+	case region == "global":
+		base = "https://aiplatform.googleapis.com"
+	default:
+		base = "https://" + region + "-aiplatform.googleapis.com"
+	}
+	version := b.Options[OptionAPIVersion]
+	if version == "" {
+		version = "v1"
+	}
+	pub := Publisher(b)
+	u := base + "/" + url.PathEscape(version) + "/projects/" + url.PathEscape(project) + "/locations/" + region +
+		"/publishers/" + pub + "/models/" + url.PathEscape(model)
+	switch {
+	case pub == PublisherAnthropic && stream:
+		return u + ":streamRawPredict", nil
+	case pub == PublisherAnthropic:
+		return u + ":rawPredict", nil
+	case stream:
+		// alt=sse: server-sent events; without it the stream is one JSON
+		// array.
+		return u + ":streamGenerateContent?alt=sse", nil
+	}
+	return u + ":generateContent", nil
+}
+
+// anthropicBody adapts a Messages request to Vertex AI: the model is in the
+// URL, not the body, and the API version is the body's anthropic_version
+// (a header is not read).
+func anthropicBody(body []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, &upstream.Error{Class: upstream.Permanent, Status: http.StatusBadRequest, Message: "the request body is not a JSON object", Err: err}
+	}
+	delete(m, "model")
+	m["anthropic_version"] = json.RawMessage(`"` + AnthropicVersion + `"`)
+	return json.Marshal(m)
+}
+
+// unsupported is a configuration problem of backend b: no request left, and
+// another backend may do better.
+func unsupported(b upstream.Backend, format string, args ...any) *upstream.Error {
+	e := upstream.Unsupported("backend %q (vertex): %s", b.Name, fmt.Sprintf(format, args...))
+	e.Status, e.Retryable = http.StatusBadGateway, true
+	return e
+}
+
+var (
+	_ upstream.TextProvider     = (*Provider)(nil)
+	_ upstream.BackendProtocols = (*Provider)(nil)
+)
