@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelgate/modelgate/gateway/netguard"
@@ -105,3 +106,61 @@ func Do(req *http.Request, onNetwork Class) (*Exchange, error) {
 	}
 	return &Exchange{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
 }
+
+// TaskRequest is one JSON request of a task adapter to its vendor.
+type TaskRequest struct {
+	Method, URL string
+	Body        []byte // nil: no body
+	Timeout     time.Duration
+	// Submit: nothing has been accepted yet, so a failure may move the task
+	// to another backend; afterwards a failure is the task's own.
+	Submit bool
+	// Authorize sets the vendor's authentication (and any header of its own).
+	Authorize func(*http.Request)
+}
+
+// Send sends r under its timeout and reads the answer whatever its status:
+// the adapter classifies a non-2xx one (Exchange.OK). An unusable URL is an
+// *Error of class Failover on submission and Permanent afterwards; a
+// transport failure is Failover on submission and Transient afterwards.
+func (r TaskRequest) Send(ctx context.Context) (*Exchange, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	var body io.Reader
+	if r.Body != nil {
+		body = bytes.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, body)
+	if err != nil {
+		class := Failover
+		if !r.Submit {
+			class = Permanent
+		}
+		return nil, &Error{Class: class, Message: "invalid upstream URL", Err: err}
+	}
+	if r.Body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if r.Authorize != nil {
+		r.Authorize(req)
+	}
+	onNetwork := Transient
+	if r.Submit {
+		onNetwork = Failover
+	}
+	return Do(req, onNetwork)
+}
+
+// KeyHeader authorizes a request with the backend's key in header, after
+// prefix ("Bearer "); no key, no header.
+func KeyHeader(header, prefix, key string) func(*http.Request) {
+	return func(req *http.Request) {
+		if k := strings.TrimSpace(key); k != "" {
+			req.Header.Set(header, prefix+k)
+		}
+	}
+}
+
+// OK reports a 2xx answer.
+func (x *Exchange) OK() bool { return x.Status >= 200 && x.Status <= 299 }

@@ -26,9 +26,7 @@
 package ark
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -130,36 +128,12 @@ func (a Adapter) exchange(ctx context.Context, c upstream.Call, method, path str
 		}
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.Backend.TimeoutOr(def))
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base(c.Backend)+path, rd)
-	if err != nil {
-		cl := upstream.Failover
-		if !submit {
-			cl = upstream.Permanent
-		}
-		return nil, &upstream.Error{Class: cl, Message: "invalid upstream URL", Err: err}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if k := strings.TrimSpace(c.Backend.APIKey); k != "" {
-		req.Header.Set("Authorization", "Bearer "+k)
-	}
-	onNetwork := upstream.Transient
-	if submit {
-		onNetwork = upstream.Failover
-	}
-	x, err := upstream.Do(req, onNetwork)
+	x, err := upstream.TaskRequest{Method: method, URL: base(c.Backend) + path, Body: body, Submit: submit,
+		Timeout: c.Backend.TimeoutOr(def), Authorize: upstream.KeyHeader("Authorization", "Bearer ", c.Backend.APIKey)}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if x.Status < 200 || x.Status > 299 {
+	if !x.OK() {
 		return nil, a.statusError(x, submit)
 	}
 	return x, nil

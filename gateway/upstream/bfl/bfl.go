@@ -18,11 +18,9 @@
 package bfl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -268,32 +266,12 @@ func details(raw json.RawMessage) string {
 
 // exchange sends one request with the key and classifies a non-2xx answer.
 func exchange(ctx context.Context, b upstream.Backend, method, u string, body []byte, submit bool) (*upstream.Exchange, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.TimeoutOr(DefaultTimeout))
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return nil, &upstream.Error{Class: upstream.Failover, Message: "invalid upstream URL", Err: err}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if k := strings.TrimSpace(b.APIKey); k != "" {
-		req.Header.Set("x-key", k)
-	}
-	onNetwork := upstream.Transient
-	if submit {
-		onNetwork = upstream.Failover
-	}
-	x, err := upstream.Do(req, onNetwork)
+	x, err := upstream.TaskRequest{Method: method, URL: u, Body: body, Submit: submit,
+		Timeout: b.TimeoutOr(DefaultTimeout), Authorize: upstream.KeyHeader("x-key", "", b.APIKey)}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if x.Status >= 200 && x.Status <= 299 {
+	if x.OK() {
 		return x, nil
 	}
 	e := upstream.StatusError(x, submit, time.Now())

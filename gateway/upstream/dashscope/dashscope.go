@@ -26,11 +26,9 @@
 package dashscope
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -258,37 +256,18 @@ func (a Adapter) exchange(ctx context.Context, c upstream.Call, method, path str
 	if submit {
 		timeout = DefaultSubmitTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.Backend.TimeoutOr(timeout))
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Backend.BaseURL, "/")+path, rd)
-	if err != nil {
-		cl := upstream.Failover
-		if !submit {
-			cl = upstream.Permanent
-		}
-		return nil, &upstream.Error{Class: cl, Message: "invalid upstream URL", Err: err}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-DashScope-Async", "enable")
-	}
-	req.Header.Set("Accept", "application/json")
-	if k := strings.TrimSpace(c.Backend.APIKey); k != "" {
-		req.Header.Set("Authorization", "Bearer "+k)
-	}
-	onNetwork := upstream.Transient
-	if submit {
-		onNetwork = upstream.Failover
-	}
-	x, err := upstream.Do(req, onNetwork)
+	bearer := upstream.KeyHeader("Authorization", "Bearer ", c.Backend.APIKey)
+	x, err := upstream.TaskRequest{Method: method, URL: strings.TrimRight(c.Backend.BaseURL, "/") + path, Body: body,
+		Submit: submit, Timeout: c.Backend.TimeoutOr(timeout), Authorize: func(req *http.Request) {
+			bearer(req)
+			if body != nil {
+				req.Header.Set("X-DashScope-Async", "enable")
+			}
+		}}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if x.Status < 200 || x.Status > 299 {
+	if !x.OK() {
 		e := upstream.StatusError(x, submit, a.now())
 		var v struct {
 			Code string `json:"code"`

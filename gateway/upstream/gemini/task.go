@@ -6,10 +6,8 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -51,36 +49,12 @@ func base(b upstream.Backend) string {
 // exchange sends one task request with the key in x-goog-api-key and
 // classifies a non-2xx answer (submit: nothing was accepted).
 func (p *Provider) exchange(ctx context.Context, c upstream.Call, method, url string, body []byte, submit bool, timeout time.Duration) (*upstream.Exchange, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.Backend.TimeoutOr(timeout))
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		cl := upstream.Failover
-		if !submit {
-			cl = upstream.Permanent
-		}
-		return nil, &upstream.Error{Class: cl, Message: "invalid upstream URL", Err: err}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if k := strings.TrimSpace(c.Backend.APIKey); k != "" {
-		req.Header.Set("x-goog-api-key", k)
-	}
-	onNetwork := upstream.Transient
-	if submit {
-		onNetwork = upstream.Failover
-	}
-	x, err := upstream.Do(req, onNetwork)
+	x, err := upstream.TaskRequest{Method: method, URL: url, Body: body, Submit: submit,
+		Timeout: c.Backend.TimeoutOr(timeout), Authorize: upstream.KeyHeader("x-goog-api-key", "", c.Backend.APIKey)}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if x.Status >= 200 && x.Status <= 299 {
+	if x.OK() {
 		return x, nil
 	}
 	return nil, statusError(x, submit)

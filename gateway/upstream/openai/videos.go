@@ -20,7 +20,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -272,30 +271,12 @@ func (p *Provider) videoExchange(ctx context.Context, c upstream.Call, method, p
 	if err := upstream.CheckBase(c.Backend); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.Backend.TimeoutOr(DefaultVideoTimeout))
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, upstream.Endpoint(c.Backend.BaseURL, path), rd)
-	if err != nil {
-		return nil, &upstream.Error{Class: upstream.Failover, Message: "invalid upstream URL", Err: err}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	p.authorize(req, c.Backend)
-	onNetwork := upstream.Transient
-	if submit {
-		onNetwork = upstream.Failover
-	}
-	x, err := upstream.Do(req, onNetwork)
+	x, err := upstream.TaskRequest{Method: method, URL: upstream.Endpoint(c.Backend.BaseURL, path), Body: body, Submit: submit,
+		Timeout: c.Backend.TimeoutOr(DefaultVideoTimeout), Authorize: func(req *http.Request) { p.authorize(req, c.Backend) }}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if x.Status < 200 || x.Status > 299 {
+	if !x.OK() {
 		e := upstream.StatusError(x, submit, time.Now())
 		if e.Class == upstream.Permanent && isPolicy(errorCode(x.Body)) {
 			e.Code = upstream.CodePolicy
