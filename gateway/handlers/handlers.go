@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
@@ -42,6 +43,9 @@ type Deps struct {
 
 	Router  *routing.Router
 	Limiter *ratelimit.Limiter
+	// Admitter admits text and media requests; Register makes it from
+	// Router, Limiter, the prices and Clock when it is nil.
+	Admitter *admission.Admitter
 	// Leaser reserves quota from this replica's leases.
 	Leaser *store.Leaser
 	// UsageLog makes usage rows durable by group commit.
@@ -95,6 +99,9 @@ type Mux interface {
 
 // Register mounts every endpoint group.
 func Register(mux Mux, d *Deps) {
+	if d.Admitter == nil {
+		d.Admitter = &admission.Admitter{Routes: d.Router, Limits: d.Limiter, Prices: d.selectPrice, Clock: d.Clock}
+	}
 	tokens := &Tokens{d}
 	mux.Handle("POST /v1/tokens", http.HandlerFunc(tokens.Create))
 

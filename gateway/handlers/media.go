@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
@@ -27,7 +28,6 @@ import (
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
-	"github.com/modelgate/modelgate/gateway/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -137,9 +137,9 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	requestParsed(span, p, model, 0, false)
-	task, status, typ, msg := m.submit(ctx, w, p, model, body, requestID)
-	if status != 0 {
-		m.fail(w, status, typ, msg)
+	task, refused := m.submit(ctx, p, model, body, requestID)
+	if refused != nil {
+		m.refuse(w, refused)
 		return
 	}
 	if refused := m.awaitSubmission(ctx, task, requestID); refused != nil {
@@ -154,77 +154,21 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// submit runs the pipeline after authentication. A non-zero status is the refusal.
-func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Principal, model string, body []byte, requestID string) (*v1.GenerationTask, int, string, string) {
-	if !p.AllowsModel(model) {
-		return nil, http.StatusForbidden, errUnauthorized, fmt.Sprintf("this API key may not use model %q", model)
-	}
-	route, err := m.Router.Route(ctx, p.Tenant.Namespace, model)
-	if err != nil {
-		return nil, http.StatusInternalServerError, errInternal, "could not look up the model"
-	}
-	if route == nil {
-		return nil, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q not found", model)
-	}
-	if route.Spec.Type != m.typ {
-		return nil, http.StatusBadRequest, errInvalidRequest,
-			fmt.Sprintf("model %q is a %s model; use /v1/%ss/generations", model, route.Spec.Type, route.Spec.Type)
-	}
-	norm, verr := media.ValidateContext(ctx, route.Spec.ValidationProfile, body, media.Options{
-		PrivateAssetReviewEnabled: route.Spec.PrivateAssetReview, ImageProbe: m.ImageProbe,
+// submit admits the request (gateway/admission: a direct reservation, which
+// the controller settles), stores its inline review assets and creates the
+// GenerationTask. A replayed client_business_id answers the existing task,
+// never a second charge.
+func (m *Media) submit(ctx context.Context, p *auth.Principal, model string, body []byte, requestID string) (*v1.GenerationTask, *admission.Error) {
+	sub := &mediaSubject{m: m, p: p, body: body}
+	ad, refused := m.Admitter.Admit(ctx, admission.Request{
+		Principal: p, RequestID: requestID, Model: model, Family: m.typ,
+		Subject: sub, Reserver: admission.Direct{Ledger: m.Ledger},
 	})
-	if verr != nil {
-		return nil, verr.Status, verr.Type, verr.Message
-	}
-	if m.typ == v1.ModelTypeVideo {
-		if status, msg := m.uploadedDurations(ctx, norm); status != 0 {
-			return nil, status, errInvalidRequest, msg
-		}
-	}
-	if norm.ClientBusinessID != "" {
-		if t, err := m.byBusinessID(ctx, p, norm.ClientBusinessID); err != nil {
-			return nil, http.StatusInternalServerError, errInternal, "could not look up client_business_id"
-		} else if t != nil {
-			return t, 0, "", "" // a replay: the existing task, never a second charge
-		}
-	}
-	plan := m.Router.Plan(route, p.Groups())
-	if len(plan) == 0 {
-		return nil, http.StatusServiceUnavailable, errInternal, fmt.Sprintf("no upstream serves model %q for this key's group", model)
-	}
-	// The key's own request limit as well as the account's, as for text; a
-	// task has no token count at admission, so token limits do not apply.
-	if wait, what := rateLimited(m.Limiter, p, false); wait > 0 {
-		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
-		apierr.RetryAfter(w, wait)
-		return nil, http.StatusTooManyRequests, errRateLimited, what + " rate limit exceeded; retry after the time in the Retry-After header"
-	}
-	accepted := m.Clock.Now()
-	rule, err := m.selectPrice(p.Tenant.Namespace, model, plan[0].Group,
-		pricing.Facts{Resolution: norm.Resolution, HasVideoInput: norm.HasVideoInput})
 	switch {
-	case errors.Is(err, pricing.ErrNoPrice):
-		return nil, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q has no published price for this key's group", model)
-	case err != nil:
-		return nil, http.StatusServiceUnavailable, errInternal, "the price of this model cannot be loaded safely; retry later"
-	}
-	estimate, err := rule.EstimateMedia(mediaEstimate(norm), accepted)
-	if err != nil {
-		log.FromContext(ctx).Error(err, "estimate media request", "model", model)
-		return nil, http.StatusInternalServerError, errInternal, "this model's price cannot be estimated for an asynchronous task"
-	}
-	inline := inlineKeys(p.Tenant.Namespace, norm)
-	task, err := m.newTask(p, norm, route, plan[0].Group, planNames(plan), rule, requestID, estimate, accepted, inline)
-	if err != nil {
-		return nil, http.StatusInternalServerError, errInternal, "could not prepare the task"
-	}
-	switch err := m.Ledger.Reserve(ctx, requestID, p.TokenID, p.UserID, estimate); {
-	case errors.Is(err, store.ErrInsufficientQuota):
-		return nil, http.StatusPaymentRequired, errInsufficientQuota,
-			"insufficient quota: the key's or the account's balance (or its daily or monthly limit) does not cover this request"
-	case err != nil:
-		log.FromContext(ctx).Error(err, "reserve quota", "requestID", requestID)
-		return nil, http.StatusServiceUnavailable, errInternal, "could not reserve quota; retry later"
+	case refused != nil:
+		return nil, refused
+	case ad.Done:
+		return sub.replay, nil
 	}
 	refund := func(why string) {
 		// No orphaned charge: the reservation of this submission goes back.
@@ -232,26 +176,110 @@ func (m *Media) submit(ctx context.Context, w http.ResponseWriter, p *auth.Princ
 			log.FromContext(ctx).Error(rerr, "refund after "+why, "requestID", requestID)
 		}
 	}
+	norm := sub.norm
+	inline := inlineKeys(p.Tenant.Namespace, norm)
+	task, err := m.newTask(p, norm, ad.Route, ad.Plan[0].Group, planNames(ad.Plan), ad.Rule, requestID, ad.Estimate, ad.Accepted, inline)
+	if err != nil {
+		refund("failed task preparation")
+		return nil, admission.Refuse(admission.Internal, "could not prepare the task")
+	}
 	if err := m.storeInline(ctx, norm, inline); err != nil {
 		refund("failed inline asset storage")
 		log.FromContext(ctx).Error(err, "store inline review assets", "requestID", requestID)
-		return nil, http.StatusInternalServerError, errInternal, "could not store the request's inline images; retry later"
+		return nil, admission.Refuse(admission.Internal, "could not store the request's inline images; retry later")
 	}
 	if err := m.Writer.Create(ctx, task); err != nil {
 		refund("failed task creation")
 		m.dropInline(context.WithoutCancel(ctx), inline)
 		if apierrors.IsAlreadyExists(err) && norm.ClientBusinessID != "" {
 			if t := m.awaitReplay(ctx, p, norm.ClientBusinessID); t != nil {
-				return t, 0, "", ""
+				return t, nil
 			}
 		}
 		log.FromContext(ctx).Error(err, "create generation task", "requestID", requestID)
-		return nil, http.StatusInternalServerError, errInternal, "could not create the task"
+		return nil, admission.Refuse(admission.Internal, "could not create the task")
 	}
 	// The controller writes the archive row on its first pass; until the
 	// cache or the archive has the task, queries read it from the API
 	// server (fromAPI).
-	return task, 0, "", ""
+	return task, nil
+}
+
+// mediaSubject is a submission's part of admission: the validation profile
+// of its route, the durations of uploaded references, the replay of a
+// client_business_id, and the estimate of the normalized request.
+type mediaSubject struct {
+	m      *Media
+	p      *auth.Principal
+	body   []byte
+	norm   *media.Normalized
+	replay *v1.GenerationTask
+}
+
+// Check validates the body against the route's profile and finds a replay.
+func (s *mediaSubject) Check(ctx context.Context, route *v1.ModelRoute) (bool, *admission.Error) {
+	norm, verr := media.ValidateContext(ctx, route.Spec.ValidationProfile, s.body, media.Options{
+		PrivateAssetReviewEnabled: route.Spec.PrivateAssetReview, ImageProbe: s.m.ImageProbe,
+	})
+	if verr != nil {
+		return false, admission.InvalidWith(verr.Status, verr.Type, verr.Message)
+	}
+	s.norm = norm
+	if s.m.typ == v1.ModelTypeVideo {
+		if status, msg := s.m.uploadedDurations(ctx, norm); status != 0 {
+			return false, admission.InvalidWith(status, errInvalidRequest, msg)
+		}
+	}
+	if norm.ClientBusinessID == "" {
+		return false, nil
+	}
+	t, err := s.m.byBusinessID(ctx, s.p, norm.ClientBusinessID)
+	if err != nil {
+		return false, admission.Refuse(admission.Internal, "could not look up client_business_id")
+	}
+	s.replay = t
+	return t != nil, nil
+}
+
+// Facts: a media price may depend on the resolution and on video input.
+func (s *mediaSubject) Facts() pricing.Facts {
+	return pricing.Facts{Resolution: s.norm.Resolution, HasVideoInput: s.norm.HasVideoInput}
+}
+
+// Estimate is the pre-deducted price of the outputs asked for.
+func (s *mediaSubject) Estimate(rule *pricing.Rule, _ *v1.ModelRoute, accepted time.Time) (billing.Quota, error) {
+	return rule.EstimateMedia(mediaEstimate(s.norm), accepted)
+}
+
+// mediaTypes are the image task error table's types of the refusals
+// (the video endpoints type errors by status: fail).
+var mediaTypes = map[admission.Reason]string{
+	admission.ModelNotAllowed:    errUnauthorized,
+	admission.ModelNotFound:      "model_not_found",
+	admission.RateLimited:        errRateLimited,
+	admission.InsufficientQuota:  errInsufficientQuota,
+	admission.WrongFamily:        errInvalidRequest,
+	admission.Invalid:            errInvalidRequest,
+	admission.NoBackend:          errInternal,
+	admission.PricingUnavailable: errInternal,
+	admission.Unpriceable:        errInternal,
+	admission.Unavailable:        errInternal,
+	admission.Internal:           errInternal,
+}
+
+// refuse writes an admission refusal in the task endpoints' shape.
+func (m *Media) refuse(w http.ResponseWriter, e *admission.Error) {
+	typ, msg := e.Type, e.Message
+	if typ == "" {
+		typ = mediaTypes[e.Reason]
+	}
+	switch e.Reason {
+	case admission.RateLimited:
+		apierr.RetryAfter(w, e.RetryAfter)
+	case admission.Unpriceable:
+		msg = "this model's price cannot be estimated for an asynchronous task"
+	}
+	m.fail(w, e.Status, typ, msg)
 }
 
 // uploadedDurations replaces the declared durations of reference videos

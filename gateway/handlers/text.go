@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
@@ -114,17 +114,14 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	call, status, code, msg := t.prepare(ctx, p, req, requestID, len(body))
-	if call.route != nil {
+	call, refused := t.prepare(ctx, p, req, requestID, len(body))
+	if call.Route != nil {
 		routedModel = req.Model
 		requestRouted(span, telemetry.OperationChat, req.Model)
 	}
-	endAdmission(admission, status, code, &call)
-	if status != 0 {
-		if status == http.StatusTooManyRequests && call.retryAfter > 0 {
-			apierr.RetryAfter(w, call.retryAfter)
-		}
-		t.p.fail(w, status, code, msg)
+	endAdmission(admission, refused, &call)
+	if refused != nil {
+		t.refuse(w, req.Model, refused)
 		return
 	}
 	call.body, call.req, call.header, call.conv, call.span = body, req, r.Header, conv, span
@@ -133,85 +130,71 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // textCall carries one request through the pipeline.
 type textCall struct {
-	requestID  string
-	body       []byte
-	header     http.Header
-	req        textRequest
-	route      *v1.ModelRoute
-	plan       []routing.Candidate
-	rule       *pricing.Rule
-	accepted   time.Time
-	estimate   billing.Quota
-	hold       *store.Hold
-	retryAfter time.Duration
-	conv       *conversation
+	requestID string
+	body      []byte
+	header    http.Header
+	req       textRequest
+	// Admission is the route, the price and the reservation.
+	admission.Admission
+	conv *conversation
 	// span is the request's server span (a no-op with tracing off);
 	// attempt is the span of the upstream attempt that answered a stream,
 	// ended when the stream is.
 	span, attempt trace.Span
 }
 
-// prepare checks the key's rights, finds the route, the price and the quota.
-// A non-zero status is the refusal.
-func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, requestID string, bodyLen int) (c textCall, status int, code, msg string) {
-	c.requestID = requestID
-	if !p.AllowsModel(req.Model) {
-		return c, http.StatusForbidden, "model_not_allowed", fmt.Sprintf("this API key may not use model %q", req.Model)
+// prepare admits the request: the key's rights, the route, the limits, the
+// price and the reservation (gateway/admission).
+func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, requestID string, bodyLen int) (textCall, *admission.Error) {
+	ad, refused := t.Admitter.Admit(ctx, admission.Request{
+		Principal: p, RequestID: requestID, Model: req.Model,
+		Family: v1.ModelTypeText, Endpoint: t.p.endpoint, CountsTokens: true,
+		Subject:  textSubject{req: req, bodyLen: int64(bodyLen)},
+		Reserver: t.Leaser,
+	})
+	return textCall{requestID: requestID, Admission: ad}, refused
+}
+
+// refuse writes an admission refusal in the protocol's shape.
+func (t *Text) refuse(w http.ResponseWriter, model string, e *admission.Error) {
+	status, msg := e.Status, e.Message
+	switch e.Reason {
+	case admission.WrongFamily: // a text endpoint knows only text models
+		status, msg = http.StatusNotFound, fmt.Sprintf("model %q not found", model)
+	case admission.InsufficientQuota:
+		status = t.p.insufficientQuota
+	case admission.RateLimited:
+		apierr.RetryAfter(w, e.RetryAfter)
 	}
-	route, err := t.Router.Route(ctx, p.Tenant.Namespace, req.Model)
-	if err != nil {
-		return c, http.StatusInternalServerError, "", "could not look up the model"
+	t.p.fail(w, status, e.Code(), msg)
+}
+
+// textSubject is a text request's part of admission.
+type textSubject struct {
+	req     textRequest
+	bodyLen int64
+}
+
+// Check refuses max_tokens over the route's output cap.
+func (s textSubject) Check(_ context.Context, route *v1.ModelRoute) (bool, *admission.Error) {
+	if maxOut := int64(route.Spec.MaxOutputTokens); maxOut > 0 && s.req.MaxTokens > maxOut {
+		return false, admission.Refuse(admission.Invalid,
+			fmt.Sprintf("max_tokens: %d > %d, which is the maximum allowed number of output tokens for %s", s.req.MaxTokens, maxOut, s.req.Model))
 	}
-	if route == nil || route.Spec.Type != v1.ModelTypeText {
-		return c, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q not found", req.Model)
-	}
-	if eps := route.Spec.EndpointTypes; len(eps) > 0 && !slices.Contains(eps, t.p.endpoint) {
-		return c, http.StatusBadRequest, "unsupported_endpoint",
-			fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, t.p.endpoint)
-	}
-	maxOut := int64(route.Spec.MaxOutputTokens)
-	if maxOut > 0 && req.MaxTokens > maxOut {
-		return c, http.StatusBadRequest, "",
-			fmt.Sprintf("max_tokens: %d > %d, which is the maximum allowed number of output tokens for %s", req.MaxTokens, maxOut, req.Model)
-	}
-	c.route, c.plan = route, t.Router.Plan(route, p.Groups())
-	if len(c.plan) == 0 {
-		return c, http.StatusServiceUnavailable, "no_available_backend",
-			fmt.Sprintf("no upstream serves model %q for this key's group", req.Model)
-	}
-	if wait, what := rateLimited(t.Limiter, p, true); wait > 0 {
-		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
-		c.retryAfter = wait
-		return c, http.StatusTooManyRequests, "rate_limit_exceeded",
-			what + " rate limit exceeded; retry after the time in the Retry-After header"
-	}
-	c.accepted = t.Clock.Now()
-	c.rule, err = t.selectPrice(p.Tenant.Namespace, req.Model, c.plan[0].Group, pricing.Facts{})
-	switch {
-	case errors.Is(err, pricing.ErrNoPrice):
-		return c, http.StatusNotFound, "model_not_found", fmt.Sprintf("model %q has no published price for this key's group", req.Model)
-	case err != nil:
-		return c, http.StatusServiceUnavailable, "pricing_unavailable", "the price of this model cannot be loaded safely; retry later"
-	}
-	outCap := req.MaxTokens
+	return false, nil
+}
+
+// Facts: a text price depends on no request property.
+func (textSubject) Facts() pricing.Facts { return pricing.Facts{} }
+
+// Estimate reserves the input by the body's size and the output up to
+// max_tokens (or the route's cap, or defaultOutputEstimate).
+func (s textSubject) Estimate(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (billing.Quota, error) {
+	outCap := s.req.MaxTokens
 	if outCap == 0 {
-		outCap = max(maxOut, defaultOutputEstimate)
+		outCap = max(int64(route.Spec.MaxOutputTokens), defaultOutputEstimate)
 	}
-	c.estimate, err = c.rule.EstimateText(int64(bodyLen), outCap, c.accepted)
-	if err != nil {
-		return c, http.StatusInternalServerError, "", "could not price the request"
-	}
-	c.hold, err = t.Leaser.Reserve(ctx, requestID, p.TokenID, p.UserID, c.estimate)
-	switch {
-	case errors.Is(err, store.ErrInsufficientQuota):
-		metrics.ReservationsRefused.WithLabelValues("quota").Inc()
-		return c, t.p.insufficientQuota, "insufficient_quota",
-			"insufficient quota: the key's or the account's balance (or its daily or monthly limit) does not cover this request"
-	case err != nil:
-		log.FromContext(ctx).Error(err, "reserve quota")
-		return c, http.StatusServiceUnavailable, "", "could not reserve quota; retry later"
-	}
-	return c, 0, "", ""
+	return rule.EstimateText(s.bodyLen, outCap, accepted)
 }
 
 // chargeTokenLimits counts a request's tokens against the token limits.
@@ -276,7 +259,7 @@ func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Princip
 func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*upstream.Result, routing.Candidate, error) {
 	deadline := t.Clock.Now().Add(retryBudget)
 	var lastErr error
-	for i, cand := range c.plan {
+	for i, cand := range c.Plan {
 		if i >= maxAttempts || (i > 0 && t.Clock.Now().After(deadline)) {
 			break
 		}
@@ -435,8 +418,8 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, can
 	span := settlementSpan(ctx)
 	var quota billing.Quota
 	defer func() { endSettlement(span, c.span, u, int64(quota), cut, err) }()
-	rule := c.rule
-	if cand.Group != "" && cand.Group != c.plan[0].Group { // served by a fallback group: its price
+	rule := c.Rule
+	if cand.Group != "" && cand.Group != c.Plan[0].Group { // served by a fallback group: its price
 		if r, err := t.Prices().Select(p.Tenant.Namespace, c.req.Model, cand.Group, pricing.Facts{}); err == nil {
 			rule = r
 		}
@@ -444,15 +427,15 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, can
 	quota, err = rule.Charge(pricing.Usage{
 		Requests: 1, InputTextTokens: u.PromptTokens(), CachedTextTokens: deref(u.CacheReadTokens),
 		CacheWriteTokens: deref(u.CacheWriteTokens), OutputTextTokens: u.OutputTokens, Failed: cut,
-	}, c.accepted)
+	}, c.Accepted)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "price usage; charging the reservation", "requestID", c.requestID)
-		quota = c.estimate
+		quota = c.Estimate
 	}
 	t.chargeTokenLimits(p, u.TotalTokens())
 	modelMetricsFor(c.req.Model).add(quota, u)
 	tenantMetricsFor(p.Tenant.Namespace).add(quota, u)
-	charge, err := t.Leaser.Settle(ctx, c.hold, quota)
+	charge, err := t.Leaser.Settle(ctx, c.Hold, quota)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "settle", "requestID", c.requestID)
 	}
@@ -497,7 +480,7 @@ func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c te
 
 func (t *Text) release(ctx context.Context, c textCall) {
 	defer endRelease(settlementSpan(ctx))
-	if err := t.Leaser.Release(context.WithoutCancel(ctx), c.hold); err != nil {
+	if err := t.Leaser.Release(context.WithoutCancel(ctx), c.Hold); err != nil {
 		log.FromContext(ctx).Error(err, "release reservation", "requestID", c.requestID)
 	}
 }

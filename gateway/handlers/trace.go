@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/telemetry"
@@ -79,17 +80,18 @@ func endRequestSpan(span trace.Span, status int) {
 
 // endAdmission ends the admission span with the refusal's code, if any,
 // and the quota reserved.
-func endAdmission(span trace.Span, status int, code string, c *textCall) {
+func endAdmission(span trace.Span, refused *admission.Error, c *textCall) {
 	if !span.IsRecording() {
 		return
 	}
-	if status != 0 {
+	if refused != nil {
+		code := refused.Code()
 		if code == "" {
-			code = strconv.Itoa(status)
+			code = strconv.Itoa(refused.Status)
 		}
 		span.SetAttributes(telemetry.Refusal.String(code))
 	} else {
-		span.SetAttributes(telemetry.QuotaReserved.Int64(int64(c.estimate)))
+		span.SetAttributes(telemetry.QuotaReserved.Int64(int64(c.Estimate)))
 	}
 	span.End()
 }

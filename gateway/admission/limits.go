@@ -1,4 +1,4 @@
-package handlers
+package admission
 
 import (
 	"time"
@@ -7,10 +7,16 @@ import (
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 )
 
-// rateLimited applies the tenant's and the key's request limits, and with
-// tokens their token limits too, the same for text and media; a positive
-// wait names the limit that refused.
-func rateLimited(l *ratelimit.Limiter, p *auth.Principal, tokens bool) (time.Duration, string) {
+// Limits are the per-minute limits (the gateway's *ratelimit.Limiter).
+type Limits interface {
+	Allow(key ratelimit.Key, perMinute int32) (bool, time.Duration)
+	TokensAvailable(key ratelimit.Key, perMinute int64) (bool, time.Duration)
+}
+
+// exceeded applies the tenant's and the key's request limits, and with
+// tokens their token limits too; a positive wait names the limit that
+// refused.
+func exceeded(l Limits, p *auth.Principal, tokens bool) (time.Duration, string) {
 	tenant, key := ratelimit.Tenant(p.Tenant.Namespace), ratelimit.Token(p.Token.Namespace, p.Token.Name)
 	if tokens {
 		if ok, wait := l.TokensAvailable(tenant, p.Tenant.Spec.TokensPerMinute); !ok {

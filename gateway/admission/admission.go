@@ -1,0 +1,171 @@
+// Package admission decides whether the gateway takes a billable request,
+// the same way for text and media: the key's model allow-list, the route and
+// its family and endpoint types, the request's own checks, a backend for the
+// key's group, the request and token limits of the key and of its tenant,
+// the price, the estimate and the reservation. A refusal is an *Error with a
+// Reason; each protocol family renders it in its own error shape.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/routing"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// Routes resolves a model to its route and the route to the backends a
+// key's groups may use (the gateway's *routing.Router).
+type Routes interface {
+	Route(ctx context.Context, tenantNamespace, model string) (*v1.ModelRoute, error)
+	Plan(route *v1.ModelRoute, groups []string) []routing.Candidate
+}
+
+// Prices selects the price rule of a model for a group.
+type Prices func(namespace, model, group string, f pricing.Facts) (*pricing.Rule, error)
+
+// Reserver reserves a request's estimate. The hold is nil for a
+// reservation the ledger keeps itself (Direct).
+type Reserver interface {
+	Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*store.Hold, error)
+}
+
+// Subject is what differs between the families: the request's own checks
+// against its route, the facts its price depends on and its estimate.
+type Subject interface {
+	// Check validates the request against the route it resolved to. done
+	// reports that the subject has its answer without being admitted (a
+	// replayed submission): nothing is limited, priced or reserved.
+	Check(ctx context.Context, route *v1.ModelRoute) (done bool, err *Error)
+	// Facts are the request's properties that select a price rule.
+	Facts() pricing.Facts
+	// Estimate is the quota to reserve under rule.
+	Estimate(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (billing.Quota, error)
+}
+
+// Request is one request to admit.
+type Request struct {
+	Principal *auth.Principal
+	RequestID string
+	Model     string
+	// Family is the model type the endpoint serves.
+	Family v1.ModelType
+	// Endpoint is the text endpoint type, checked against the route's
+	// endpoint types; empty for the media families.
+	Endpoint v1.EndpointType
+	// CountsTokens applies the token-per-minute limits as well (text: the
+	// tokens are counted at settlement; a task has no token count at
+	// admission).
+	CountsTokens bool
+	Subject      Subject
+	Reserver     Reserver
+}
+
+// Admission is an admitted request.
+type Admission struct {
+	// Route is set once the request passed the route's checks (also on a
+	// later refusal).
+	Route *v1.ModelRoute
+	Plan  []routing.Candidate
+	Rule  *pricing.Rule
+	// Accepted is when the request was accepted: the price's time.
+	Accepted time.Time
+	Estimate billing.Quota
+	// Hold is the lease hold of a leased reservation (nil: direct).
+	Hold *store.Hold
+	// Done is set when the subject answered the request itself (Check).
+	Done bool
+}
+
+// Admitter runs admission.
+type Admitter struct {
+	Routes Routes
+	Limits Limits
+	Prices Prices
+	Clock  clock.PassiveClock
+}
+
+// Admit runs every step in order and stops at the first refusal.
+func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
+	var ad Admission
+	p := req.Principal
+	if !p.AllowsModel(req.Model) {
+		return ad, refuse(ModelNotAllowed, fmt.Sprintf("this API key may not use model %q", req.Model))
+	}
+	route, err := a.Routes.Route(ctx, p.Tenant.Namespace, req.Model)
+	if err != nil {
+		return ad, refuse(Internal, "could not look up the model")
+	}
+	if route == nil {
+		return ad, refuse(ModelNotFound, fmt.Sprintf("model %q not found", req.Model))
+	}
+	if route.Spec.Type != req.Family {
+		e := refuse(WrongFamily, fmt.Sprintf("model %q is a %s model; use /v1/%ss/generations", req.Model, route.Spec.Type, route.Spec.Type))
+		e.RouteType = route.Spec.Type
+		return ad, e
+	}
+	if eps := route.Spec.EndpointTypes; req.Endpoint != "" && len(eps) > 0 && !slices.Contains(eps, req.Endpoint) {
+		return ad, refuse(UnsupportedEndpoint, fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, req.Endpoint))
+	}
+	if done, e := req.Subject.Check(ctx, route); e != nil || done {
+		ad.Done = done
+		return ad, e
+	}
+	ad.Route, ad.Plan = route, a.Routes.Plan(route, p.Groups())
+	if len(ad.Plan) == 0 {
+		return ad, refuse(NoBackend, fmt.Sprintf("no upstream serves model %q for this key's group", req.Model))
+	}
+	if wait, what := exceeded(a.Limits, p, req.CountsTokens); wait > 0 {
+		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
+		e := refuse(RateLimited, what+" rate limit exceeded; retry after the time in the Retry-After header")
+		e.RetryAfter = wait
+		return ad, e
+	}
+	ad.Accepted = a.Clock.Now()
+	ad.Rule, err = a.Prices(p.Tenant.Namespace, req.Model, ad.Plan[0].Group, req.Subject.Facts())
+	switch {
+	case errors.Is(err, pricing.ErrNoPrice):
+		return ad, refuse(ModelNotFound, fmt.Sprintf("model %q has no published price for this key's group", req.Model))
+	case err != nil:
+		return ad, refuse(PricingUnavailable, "the price of this model cannot be loaded safely; retry later")
+	}
+	if ad.Estimate, err = req.Subject.Estimate(ad.Rule, route, ad.Accepted); err != nil {
+		log.FromContext(ctx).Error(err, "estimate request", "model", req.Model)
+		return ad, refuse(Unpriceable, "could not price the request")
+	}
+	ad.Hold, err = req.Reserver.Reserve(ctx, req.RequestID, p.TokenID, p.UserID, ad.Estimate)
+	switch {
+	case errors.Is(err, store.ErrInsufficientQuota):
+		metrics.ReservationsRefused.WithLabelValues("quota").Inc()
+		return ad, refuse(InsufficientQuota,
+			"insufficient quota: the key's or the account's balance (or its daily or monthly limit) does not cover this request")
+	case err != nil:
+		log.FromContext(ctx).Error(err, "reserve quota", "requestID", req.RequestID)
+		return ad, refuse(Unavailable, "could not reserve quota; retry later")
+	}
+	return ad, nil
+}
+
+// Direct reserves straight from the ledger, for reservations that outlive
+// this replica (a generation task is settled by the controller).
+type Direct struct {
+	Ledger interface {
+		Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) error
+	}
+}
+
+// Reserve implements Reserver.
+func (d Direct) Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*store.Hold, error) {
+	return nil, d.Ledger.Reserve(ctx, requestID, tokenID, userID, estimate)
+}
