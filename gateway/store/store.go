@@ -133,12 +133,12 @@ func (s *Store) openSQLite(path string) error {
 	if path == "" {
 		return errors.New("store: sqlite DSN needs a path, e.g. sqlite://ledger.db")
 	}
-	const pragmas = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	const pragmas = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)"
 	s.dialect = sqlite
 	if path == ":memory:" {
 		// Each connection to :memory: is its own database, so one connection
 		// serves reads and writes.
-		db, err := sql.Open("sqlite", "file::memory:?_txlock=immediate&"+pragmas)
+		db, err := sql.Open("sqlite", "file::memory:?_txlock=immediate&"+pragmas+"&_pragma=synchronous(NORMAL)")
 		if err != nil {
 			return fmt.Errorf("store: open sqlite: %w", err)
 		}
@@ -154,14 +154,20 @@ func (s *Store) openSQLite(path string) error {
 	// copies a page that many batches change once instead of for every
 	// other batch. Statement journals (a multi-row statement's undo log)
 	// stay in memory instead of a temporary file written page by page.
-	const writer = "&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(8000)&_pragma=temp_store(2)"
+	//
+	// The writer commits with synchronous=FULL (the WAL is fsynced at every
+	// commit, as PostgreSQL does by default): the usage writer erases a
+	// journal file once its rows are committed, so a commit that a power
+	// loss could roll back (NORMAL syncs only at checkpoints) would lose
+	// rows the journal had made durable. Readers never commit.
+	const writer = "&_pragma=synchronous(FULL)&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(8000)&_pragma=temp_store(2)"
 	w, err := sql.Open("sqlite", file+"?_txlock=immediate&"+pragmas+writer)
 	if err != nil {
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	r, err := sql.Open("sqlite", file+"?_pragma=query_only(1)&"+pragmas)
+	r, err := sql.Open("sqlite", file+"?_pragma=query_only(1)&"+pragmas+"&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		_ = w.Close()
 		return fmt.Errorf("store: open sqlite %s: %w", path, err)

@@ -124,3 +124,16 @@ func TestSetTenantUnlimitedMissing(t *testing.T) {
 	_, err = s.TokenUsage(context.Background(), 42)
 	g.Expect(err).To(MatchError(ErrNotFound))
 }
+
+// TestSQLiteWriterCommitsDurably: the writer connection syncs the WAL at
+// every commit (synchronous=FULL = 2), because the usage writer erases its
+// journal once a batch is committed; readers keep NORMAL (1).
+func TestSQLiteWriterCommitsDurably(t *testing.T) {
+	g := NewWithT(t)
+	s := openStore(t, "sqlite://"+t.TempDir()+"/ledger.db")
+	var writer, reader int
+	g.Expect(s.db.QueryRow("PRAGMA synchronous").Scan(&writer)).To(Succeed())
+	g.Expect(s.rdb.QueryRow("PRAGMA synchronous").Scan(&reader)).To(Succeed())
+	g.Expect(writer).To(Equal(2), "writer synchronous")
+	g.Expect(reader).To(Equal(1), "reader synchronous")
+}
