@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
 )
 
@@ -49,12 +50,7 @@ func (u BalanceUnit) amount(q billing.Quota) json.Number {
 
 // User serves GET /v1/user/balance and GET /user/balance: the account-wide
 // balance of the key's tenant, independent of the key.
-func (h *Balance) User(w http.ResponseWriter, r *http.Request) {
-	p, f := h.Auth.APIKey(r.Context(), r, false)
-	if f != nil {
-		apierr.Simple(w, f.Status, f.Message)
-		return
-	}
+func (h *Balance) User(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	b, err := h.Ledger.TenantBalance(r.Context(), p.UserID)
 	if err != nil {
 		log.FromContext(r.Context()).Error(err, "tenant balance", "userID", p.UserID)
@@ -86,12 +82,7 @@ func (h *Balance) User(w http.ResponseWriter, r *http.Request) {
 
 // Token serves GET /v1/balance: the balance of the calling key alone. The
 // contract names it without a shape; it answers in the user balance's style.
-func (h *Balance) Token(w http.ResponseWriter, r *http.Request) {
-	p, f := h.Auth.APIKey(r.Context(), r, false)
-	if f != nil {
-		apierr.Simple(w, f.Status, f.Message)
-		return
-	}
+func (h *Balance) Token(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	b, err := h.Ledger.TokenUsage(r.Context(), p.TokenID)
 	if err != nil {
 		log.FromContext(r.Context()).Error(err, "token balance", "tokenID", p.TokenID)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/gateway/admission"
+	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
@@ -23,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
@@ -37,7 +39,7 @@ type Deps struct {
 	// moment ago is answered before the cache or the archive has it (nil:
 	// the cache and the archive only).
 	API    client.Reader
-	Ledger *store.Store
+	Ledger Ledger
 	Auth   *auth.Authenticator
 	Clock  clock.PassiveClock
 
@@ -47,7 +49,7 @@ type Deps struct {
 	// Router, Limiter, the prices and Clock when it is nil.
 	Admitter *admission.Admitter
 	// Leaser reserves quota from this replica's leases.
-	Leaser *store.Leaser
+	Leaser QuotaLeaser
 	// UsageLog makes usage rows durable by group commit.
 	UsageLog UsageSink
 	// Prices returns the current price table (rebuilt on PriceRule changes).
@@ -102,22 +104,25 @@ func Register(mux Mux, d *Deps) {
 	if d.Admitter == nil {
 		d.Admitter = &admission.Admitter{Routes: d.Router, Limits: d.Limiter, Prices: d.selectPrice, Clock: d.Clock}
 	}
+	keys := d.Auth
 	tokens := &Tokens{d}
-	mux.Handle("POST /v1/tokens", http.HandlerFunc(tokens.Create))
+	mux.Handle("POST /v1/tokens", authenticated(keys, false, simpleFail, tokens.Create))
 
 	balance := &Balance{d}
 	for _, p := range []string{"/v1/user/balance", "/user/balance"} {
-		mux.Handle("GET "+p, cors(http.HandlerFunc(balance.User)))
+		mux.Handle("GET "+p, cors(authenticated(keys, false, simpleFail, balance.User)))
 		mux.Handle("OPTIONS "+p, cors(http.HandlerFunc(noContent)))
 	}
-	mux.Handle("GET /v1/balance", http.HandlerFunc(balance.Token))
+	mux.Handle("GET /v1/balance", authenticated(keys, false, simpleFail, balance.Token))
 
-	mux.Handle("POST /v1/messages", &Text{d, messagesProtocol()})
-	mux.Handle("POST /v1/chat/completions", &Text{d, chatProtocol()})
-	mux.Handle("POST /v1/responses", &Text{d, responsesProtocol()})
+	for _, t := range []*Text{{d, messagesProtocol()}, {d, chatProtocol()}, {d, responsesProtocol()}} {
+		mux.Handle("POST "+t.p.path, instrument(string(t.p.endpoint), telemetry.OperationChat, textIDHeaders,
+			authenticated(keys, t.p.allowXAPIKey, t.authFail, t.serveHTTP)))
+	}
 
-	mux.Handle("GET /v1/models", http.HandlerFunc((&Models{d}).List))
-	mux.Handle("GET /v1/pricing", http.HandlerFunc((&Pricing{d}).Catalog))
+	models := &Models{d}
+	mux.Handle("GET /v1/models", authenticated(keys, false, models.authFail, models.List))
+	mux.Handle("GET /v1/pricing", authenticated(keys, false, pricingAuthFail, (&Pricing{d}).Catalog))
 
 	usage := &Usage{d}
 	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(usage.Requests))
@@ -135,20 +140,15 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// cors allows browser clients of any origin: the balance endpoints are
-// documented as cross-origin. Credentials travel in headers, not cookies.
-func cors(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", "*")
-		h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
-		h.Set("Access-Control-Max-Age", "600")
-		next.ServeHTTP(w, r)
-	})
-}
-
 func noContent(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
+
+// textIDHeaders carry a text request's ID: Anthropic's request-id and the
+// common x-request-id.
+var textIDHeaders = []string{"request-id", "x-request-id"}
+
+// simpleFail answers an authentication failure as {success:false, message}
+// (balance, tokens, uploads).
+func simpleFail(w http.ResponseWriter, status int, message string) { apierr.Simple(w, status, message) }
 
 // selectPrice selects the rule pricing model for a group, looking once more
 // in a freshly rebuilt table when the current one has none (RecheckPrices).

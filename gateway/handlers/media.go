@@ -71,10 +71,23 @@ type Media struct {
 func registerMedia(mux Mux, d *Deps) {
 	for _, m := range []*Media{{d, v1.ModelTypeImage}, {d, v1.ModelTypeVideo}} {
 		base := "/v1/" + string(m.typ) + "s/generations"
-		mux.Handle("POST "+base, http.HandlerFunc(m.Submit))
-		mux.Handle("GET "+base, http.HandlerFunc(m.Batch))
-		mux.Handle("GET "+base+"/{task_id}", http.HandlerFunc(m.Get))
+		endpoint := string(v1.EndpointImageGeneration)
+		if m.typ == v1.ModelTypeVideo {
+			endpoint = string(v1.EndpointVideoGeneration)
+		}
+		mux.Handle("POST "+base, instrument(endpoint, telemetry.OperationGenerateContent, mediaIDHeaders,
+			authenticated(d.Auth, false, m.authFail, m.Submit)))
+		mux.Handle("GET "+base, authenticated(d.Auth, false, m.authFail, m.Batch))
+		mux.Handle("GET "+base+"/{task_id}", authenticated(d.Auth, false, m.authFail, m.Get))
 	}
+}
+
+// mediaIDHeaders carry a submission's ID.
+var mediaIDHeaders = []string{"x-request-id"}
+
+// authFail answers an authentication failure in the task endpoints' shape.
+func (m *Media) authFail(w http.ResponseWriter, status int, message string) {
+	m.fail(w, status, errUnauthorized, message)
 }
 
 // fail writes the contract's common error shape {error:{code, message,
@@ -91,18 +104,10 @@ func (m *Media) fail(w http.ResponseWriter, status int, typ, message string) {
 
 // Submit validates a generation request, reserves its quota and creates the
 // GenerationTask; the answer is the queued task.
-func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
-	requestID := newRequestID()
-	ctx, span := startRequestSpan(r, telemetry.OperationGenerateContent, requestID)
-	w, endSpan := traceStatus(w, span)
-	defer endSpan()
-	w.Header().Set("x-request-id", requestID)
-
-	p, f := m.Auth.APIKey(ctx, r, false)
-	if f != nil {
-		m.fail(w, f.Status, errUnauthorized, f.Message)
-		return
-	}
+func (m *Media) Submit(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+	ctx := r.Context()
+	info := infoOf(ctx)
+	requestID, span := info.id, info.span
 	limit := int64(maxMediaBody)
 	if m.typ == v1.ModelTypeVideo {
 		limit = maxVideoBody
@@ -148,6 +153,7 @@ func (m *Media) Submit(w http.ResponseWriter, r *http.Request) {
 		apierr.Common(w, http.StatusUnprocessableEntity, codeContentPolicy, refused.Status.Error.Message)
 		return
 	}
+	info.model = model
 	taskSubmitted(span, model, task.Spec.TaskID)
 	out := tasks.Render(ctx, task, m.Blobs, m.Clock.Now())
 	out.Metadata = map[string]any{}
@@ -520,13 +526,8 @@ func (m *Media) lookup(ctx context.Context, p *auth.Principal, id string) (*v1.G
 
 // Get answers GET …/generations/{task_id}: the task ID or the caller's
 // client_business_id.
-func (m *Media) Get(w http.ResponseWriter, r *http.Request) {
+func (m *Media) Get(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
-	p, f := m.Auth.APIKey(ctx, r, false)
-	if f != nil {
-		m.fail(w, f.Status, errUnauthorized, f.Message)
-		return
-	}
 	id := strings.TrimSpace(r.PathValue("task_id"))
 	t, err := m.lookup(ctx, p, id)
 	if err != nil {
@@ -543,13 +544,8 @@ func (m *Media) Get(w http.ResponseWriter, r *http.Request) {
 
 // Batch answers GET …/generations?ids=a,b,c: at most 100 IDs; the caller's
 // tasks found, in the order asked, and the IDs not found.
-func (m *Media) Batch(w http.ResponseWriter, r *http.Request) {
+func (m *Media) Batch(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
-	p, f := m.Auth.APIKey(ctx, r, false)
-	if f != nil {
-		m.fail(w, f.Status, errUnauthorized, f.Message)
-		return
-	}
 	var ids []string
 	seen := map[string]bool{}
 	for _, v := range r.URL.Query()["ids"] {

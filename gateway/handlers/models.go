@@ -32,14 +32,14 @@ var modelTypes = map[string][]v1.ModelType{
 	"all":   {v1.ModelTypeText, v1.ModelTypeImage, v1.ModelTypeVideo, v1.ModelTypeAudio},
 }
 
+// authFail answers an authentication failure in the common shape.
+func (h *Models) authFail(w http.ResponseWriter, status int, message string) {
+	apierr.Common(w, status, apierr.OpenAIType(status), message)
+}
+
 // List returns the models the key may use: allowed by its allow-list,
 // served by a ready backend of one of its groups, and priced for that group.
-func (h *Models) List(w http.ResponseWriter, r *http.Request) {
-	p, f := h.Auth.APIKey(r.Context(), r, false)
-	if f != nil {
-		apierr.Common(w, f.Status, apierr.OpenAIType(f.Status), f.Message)
-		return
-	}
+func (h *Models) List(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	typ := r.URL.Query().Get("type")
 	if typ == "" {
 		typ = "text"

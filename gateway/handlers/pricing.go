@@ -19,16 +19,18 @@ import (
 // calling key would pay, customer prices and group ratio included.
 type Pricing struct{ *Deps }
 
+// pricingAuthFail answers an authentication failure in the catalog's
+// shape; the answer is never cached.
+func pricingAuthFail(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Cache-Control", "private, no-store")
+	apierr.Pricing(w, status, "invalid_api_key", message)
+}
+
 // Catalog answers one page of the catalog. Every answer is private and not
 // to be cached.
-func (h *Pricing) Catalog(w http.ResponseWriter, r *http.Request) {
+func (h *Pricing) Catalog(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	w.Header().Set("Cache-Control", "private, no-store")
 	ctx := r.Context()
-	p, f := h.Auth.APIKey(ctx, r, false)
-	if f != nil {
-		apierr.Pricing(w, f.Status, "invalid_api_key", f.Message)
-		return
-	}
 	if g := p.Token.Spec.Group; g != "" && g != auth.AutoGroup && !tenantAllowsGroup(p.Tenant, g) {
 		apierr.Pricing(w, http.StatusForbidden, "group_not_allowed", "the key's group is not allowed for this account")
 		return

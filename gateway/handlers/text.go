@@ -46,6 +46,7 @@ type textRequest struct {
 
 // textProtocol is what differs between the three text endpoints.
 type textProtocol struct {
+	path         string // where it is mounted
 	proto        upstream.Protocol
 	endpoint     v1.EndpointType
 	allowXAPIKey bool
@@ -69,28 +70,17 @@ type Text struct {
 // newRequestID makes a request ID (time-ordered: see store.NewRequestID).
 func newRequestID() string { return store.NewRequestID() }
 
-// ServeHTTP runs the pipeline.
-func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := &observed{ResponseWriter: rw, start: time.Now()}
-	requestID := newRequestID()
-	ctx, span := startRequestSpan(r, telemetry.OperationChat, requestID)
-	// Admission (authentication to reservation) ends at prepare's answer,
-	// or here for an earlier refusal; ending it twice is a no-op.
+// serveHTTP runs the pipeline for an authenticated request (the
+// middleware gave it its ID, span and metrics: Register).
+func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+	ctx := r.Context()
+	info := infoOf(ctx)
+	requestID, span := info.id, info.span
+	// Admission (parsing to reservation) ends at prepare's answer, or here
+	// for an earlier refusal; ending it twice is a no-op.
 	_, admission := telemetry.Start(ctx, "admission", trace.SpanKindInternal)
-	var routedModel, backend string
-	defer func() {
-		admission.End()
-		w.record(string(t.p.endpoint), routedModel, backend)
-		endRequestSpan(span, w.status)
-	}()
-	w.Header().Set("request-id", requestID)
-	w.Header().Set("x-request-id", requestID)
+	defer admission.End()
 
-	p, f := t.Auth.APIKey(ctx, r, t.p.allowXAPIKey)
-	if f != nil {
-		t.p.fail(w, f.Status, "invalid_api_key", f.Message)
-		return
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTextBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -116,7 +106,7 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	call, refused := t.prepare(ctx, p, req, requestID, len(body))
 	if call.Route != nil {
-		routedModel = req.Model
+		info.model = req.Model
 		requestRouted(span, telemetry.OperationChat, req.Model)
 	}
 	endAdmission(admission, refused, &call)
@@ -125,7 +115,12 @@ func (t *Text) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call.body, call.req, call.header, call.conv, call.span = body, req, r.Header, conv, span
-	backend = t.serve(ctx, w, p, call)
+	info.backend = t.serve(ctx, w, p, call)
+}
+
+// authFail answers an authentication failure in the protocol's shape.
+func (t *Text) authFail(w http.ResponseWriter, status int, message string) {
+	t.p.fail(w, status, "invalid_api_key", message)
 }
 
 // textCall carries one request through the pipeline.

@@ -16,7 +16,7 @@ import (
 
 func messagesProtocol() textProtocol {
 	return textProtocol{
-		proto: upstream.Messages, endpoint: v1.EndpointMessages, allowXAPIKey: true,
+		path: "/v1/messages", proto: upstream.Messages, endpoint: v1.EndpointMessages, allowXAPIKey: true,
 		parse: parseMessages, insufficientQuota: http.StatusBadRequest,
 		fail: func(w http.ResponseWriter, status int, _, msg string) {
 			apierr.Messages(w, status, apierr.MessagesType(status), msg)
@@ -26,14 +26,14 @@ func messagesProtocol() textProtocol {
 
 func chatProtocol() textProtocol {
 	return textProtocol{
-		proto: upstream.ChatCompletions, endpoint: v1.EndpointChatCompletions,
+		path: "/v1/chat/completions", proto: upstream.ChatCompletions, endpoint: v1.EndpointChatCompletions,
 		parse: parseChat, insufficientQuota: http.StatusTooManyRequests, fail: openAIFail,
 	}
 }
 
 func responsesProtocol() textProtocol {
 	return textProtocol{
-		proto: upstream.Responses, endpoint: v1.EndpointResponses,
+		path: "/v1/responses", proto: upstream.Responses, endpoint: v1.EndpointResponses,
 		parse: parseResponses, insufficientQuota: http.StatusTooManyRequests, fail: openAIFail,
 	}
 }

@@ -96,12 +96,7 @@ type tokenPlan struct {
 // Create makes an ApiToken in the caller's tenant namespace. The key is made
 // here, returned once, and only its hash is stored. Failures answer HTTP 200
 // with {success:false, message} as the contract shows.
-func (h *Tokens) Create(w http.ResponseWriter, r *http.Request) {
-	p, f := h.Auth.APIKey(r.Context(), r, false)
-	if f != nil {
-		apierr.Simple(w, f.Status, f.Message)
-		return
-	}
+func (h *Tokens) Create(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	plan, msg := h.plan(r, p)
 	if msg == "" {
 		var err error

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -176,18 +175,6 @@ func endRelease(span trace.Span) {
 		span.End()
 	}
 }
-
-// traceStatus wraps w, when span records, to learn the answer's status;
-// end records it and ends the span. Off, w is returned as it is.
-func traceStatus(w http.ResponseWriter, span trace.Span) (http.ResponseWriter, func()) {
-	if !span.IsRecording() {
-		return w, noop
-	}
-	o := &observed{ResponseWriter: w, start: time.Now()}
-	return o, func() { endRequestSpan(span, o.status) }
-}
-
-func noop() {}
 
 // taskSubmitted names a media submission's span after its model and
 // records the task it created (a replay's existing task).

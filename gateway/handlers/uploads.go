@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/uploads"
@@ -61,16 +62,11 @@ type uploadView struct {
 	Size     int64  `json:"size"`
 }
 
-// ServeHTTP streams the multipart file part into the blob store (only the
+// serveHTTP streams the multipart file part into the blob store (only the
 // first few KB are held in memory, to detect the type), records the upload
 // and answers its signed URL.
-func (h *Uploads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Uploads) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
-	p, f := h.Auth.APIKey(ctx, r, false)
-	if f != nil {
-		apierr.Simple(w, f.Status, f.Message)
-		return
-	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "multipart/form-data" {
 		apierr.Simple(w, http.StatusBadRequest, msgNotMultipart)
 		return
@@ -221,10 +217,11 @@ func newUploadID() (string, error) {
 
 // registerUploads mounts the upload endpoints.
 func registerUploads(mux Mux, d *Deps) {
-	mux.Handle("POST /v1/uploads/images", &Uploads{Deps: d, Kind: uploads.Image,
-		Unsupported: msgImageUnsupported, TooLarge: msgImageTooLarge})
-	mux.Handle("POST /v1/uploads/audios", &Uploads{Deps: d, Kind: uploads.Audio,
-		Unsupported: msgAudioUnsupported, TooLarge: msgAudioTooLarge})
-	mux.Handle("POST /v1/uploads/videos", &Uploads{Deps: d, Kind: uploads.Video,
-		Unsupported: msgVideoUnsupported, TooLarge: msgVideoTooLarge})
+	for path, u := range map[string]*Uploads{
+		"images": {Deps: d, Kind: uploads.Image, Unsupported: msgImageUnsupported, TooLarge: msgImageTooLarge},
+		"audios": {Deps: d, Kind: uploads.Audio, Unsupported: msgAudioUnsupported, TooLarge: msgAudioTooLarge},
+		"videos": {Deps: d, Kind: uploads.Video, Unsupported: msgVideoUnsupported, TooLarge: msgVideoTooLarge},
+	} {
+		mux.Handle("POST /v1/uploads/"+path, authenticated(d.Auth, false, simpleFail, u.serveHTTP))
+	}
 }

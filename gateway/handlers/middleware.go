@@ -1,0 +1,101 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/modelgate/modelgate/gateway/auth"
+)
+
+// The middleware of the API endpoints. A billable endpoint is
+//
+//	instrument(endpoint, operation, headers, authenticated(keys, …, handler))
+//
+// instrument gives the request its ID, server span and metrics;
+// authenticated resolves the API key and hands the handler its principal.
+// The balance endpoints add cors.
+
+// APIKeys authenticates a request's API key (the gateway's
+// *auth.Authenticator).
+type APIKeys interface {
+	APIKey(ctx context.Context, r *http.Request, allowXAPIKey bool) (*auth.Principal, *auth.Failure)
+}
+
+// requestInfo is what instrument learns of a request, in its context: the
+// ID and span for the handler, and the metric labels the handler fills in
+// once it knows them.
+type requestInfo struct {
+	id   string
+	span trace.Span
+	// model is the routed model ("" until a route matched: client-chosen
+	// names never become label values); backend the one that answered.
+	model, backend string
+}
+
+type requestInfoKey struct{}
+
+// infoOf is the request's info; a request that did not pass instrument
+// gets an empty one (no ID, a no-op span).
+func infoOf(ctx context.Context) *requestInfo {
+	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return info
+	}
+	return &requestInfo{span: trace.SpanFromContext(ctx)}
+}
+
+// instrument gives each request an ID (in the context and in each header
+// named), the server span of operation, and the request metrics labelled
+// by endpoint, routed model and backend: every answer is counted and
+// traced, refusals of authentication included.
+func instrument(endpoint, operation string, headers []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		info := &requestInfo{id: newRequestID()}
+		w := &observed{ResponseWriter: rw, start: time.Now()}
+		for _, h := range headers {
+			w.Header().Set(h, info.id)
+		}
+		ctx, span := startRequestSpan(r, operation, info.id)
+		info.span = span
+		defer func() {
+			w.record(endpoint, info.model, info.backend)
+			endRequestSpan(span, w.status)
+		}()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, requestInfoKey{}, info)))
+	})
+}
+
+// authFail writes an authentication failure in an endpoint's shape.
+type authFail func(w http.ResponseWriter, status int, message string)
+
+// principalHandler serves an authenticated request.
+type principalHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principal)
+
+// authenticated resolves the request's API key (the x-api-key header too
+// where allowXAPIKey) and calls next with its principal; a failure is
+// answered by fail and never reaches next.
+func authenticated(keys APIKeys, allowXAPIKey bool, fail authFail, next principalHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, f := keys.APIKey(r.Context(), r, allowXAPIKey)
+		if f != nil {
+			fail(w, f.Status, f.Message)
+			return
+		}
+		next(w, r, p)
+	})
+}
+
+// cors allows browser clients of any origin: the balance endpoints are
+// documented as cross-origin. Credentials travel in headers, not cookies.
+func cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,76 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// The ledger as the handlers use it, in one small interface per endpoint
+// group; the gateway passes its *store.Store, unit tests a fake of the
+// part they exercise.
+
+// Balances answers the balance endpoints.
+type Balances interface {
+	TenantBalance(ctx context.Context, userID int64) (store.Balance, error)
+	TenantLeased(ctx context.Context, userID int64) (billing.Quota, error)
+	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
+	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
+}
+
+// UsageLedger answers the usage query endpoints.
+type UsageLedger interface {
+	ListUsage(ctx context.Context, uq store.UsageQuery) (store.Page[store.UsageRecord], error)
+	SummarizeUsage(ctx context.Context, uq store.UsageQuery) (store.Page[store.UsageSummary], error)
+}
+
+// TaskLedger holds the reservations and the archive of generation tasks.
+type TaskLedger interface {
+	Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) error
+	Refund(ctx context.Context, requestID string) error
+	TaskByID(ctx context.Context, userID int64, taskID string) (*store.TaskRecord, error)
+	TaskByClientBusinessID(ctx context.Context, userID int64, kind, clientBusinessID string) (*store.TaskRecord, error)
+	ReviewBlobInUse(ctx context.Context, blobKey string) (bool, error)
+}
+
+// ResponseStore keeps stored responses (previous_response_id).
+type ResponseStore interface {
+	SaveResponse(ctx context.Context, id string, userID int64, model string, state []byte) error
+	LoadResponse(ctx context.Context, id string, userID int64) ([]byte, error)
+}
+
+// UploadLedger records uploads.
+type UploadLedger interface {
+	CreateUpload(ctx context.Context, u store.Upload) error
+	GetUpload(ctx context.Context, userID int64, id string) (store.Upload, error)
+	DeleteUpload(ctx context.Context, userID int64, id string) error
+}
+
+// TokenRegistry registers keys made by POST /v1/tokens.
+type TokenRegistry interface {
+	EnsureToken(ctx context.Context, spec store.TokenSpec) (int64, error)
+}
+
+// Ledger is every part together.
+type Ledger interface {
+	Balances
+	UsageLedger
+	TaskLedger
+	ResponseStore
+	UploadLedger
+	TokenRegistry
+}
+
+// QuotaLeaser reserves and settles text requests from this replica's
+// leases (*store.Leaser).
+type QuotaLeaser interface {
+	Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*store.Hold, error)
+	Settle(ctx context.Context, h *store.Hold, actual billing.Quota) (store.Charge, error)
+	Release(ctx context.Context, h *store.Hold) error
+}
+
+var (
+	_ Ledger      = (*store.Store)(nil)
+	_ QuotaLeaser = (*store.Leaser)(nil)
+)
