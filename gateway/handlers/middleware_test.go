@@ -50,7 +50,10 @@ func TestAuthenticatedHandsOnThePrincipalOrFails(t *testing.T) {
 			failed = append(failed, message)
 			w.WriteHeader(status)
 		},
-		func(w http.ResponseWriter, _ *http.Request, p *auth.Principal) { got = p; w.WriteHeader(http.StatusNoContent) })
+		func(w http.ResponseWriter, _ *http.Request, p *auth.Principal) {
+			got = p
+			w.WriteHeader(http.StatusNoContent)
+		})
 
 	for _, c := range []struct {
 		name, header, value string
