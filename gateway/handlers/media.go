@@ -480,14 +480,14 @@ func (m *Media) fromAPI(ctx context.Context, p *auth.Principal, taskID string) (
 
 // awaitReplay waits for a concurrent submission's task to appear.
 func (m *Media) awaitReplay(ctx context.Context, p *auth.Principal, cbid string) *v1.GenerationTask {
-	deadline := time.Now().Add(replayWait)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	var found *v1.GenerationTask
+	pollCache(ctx, replayWait, func(ctx context.Context) bool {
 		if t, err := m.byBusinessID(ctx, p, cbid); err == nil && t != nil {
-			return t
+			found = t
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil
+		return found != nil
+	})
+	return found
 }
 
 // fromCache returns the tenant's live task of this family matching an index.

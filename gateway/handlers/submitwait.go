@@ -44,24 +44,37 @@ func (m *Media) awaitSubmission(ctx context.Context, created *v1.GenerationTask,
 	if wait <= 0 || m.Cache == nil || created.Spec.RequestID != requestID {
 		return nil
 	}
+	var refused *v1.GenerationTask
+	key := client.ObjectKeyFromObject(created)
+	pollCache(ctx, wait, func(ctx context.Context) bool {
+		t := &v1.GenerationTask{}
+		if err := m.Cache.Get(ctx, key, t); err != nil || t.Spec.TaskID != created.Spec.TaskID {
+			return false
+		}
+		switch st := t.Status; {
+		case st.Phase == v1.TaskFailed && st.StartedAt == nil && st.Error != nil && st.Error.Code == codeContentPolicy:
+			refused = t
+			return true
+		case st.Phase == v1.TaskInProgress, tasks.Final(st.Phase), reviewing(t):
+			return true
+		}
+		return false
+	})
+	return refused
+}
+
+// pollCache calls check every submitWaitPoll until it reports done, wait
+// has passed or ctx ends: the informer cache has no event a request could
+// wait on.
+func pollCache(ctx context.Context, wait time.Duration, check func(ctx context.Context) bool) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(submitWaitPoll)
 	defer tick.Stop()
-	key := client.ObjectKeyFromObject(created)
-	for {
-		t := &v1.GenerationTask{}
-		if err := m.Cache.Get(ctx, key, t); err == nil && t.Spec.TaskID == created.Spec.TaskID {
-			switch st := t.Status; {
-			case st.Phase == v1.TaskFailed && st.StartedAt == nil && st.Error != nil && st.Error.Code == codeContentPolicy:
-				return t
-			case st.Phase == v1.TaskInProgress, tasks.Final(st.Phase), reviewing(t):
-				return nil
-			}
-		}
+	for !check(ctx) {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-tick.C:
 		}
 	}

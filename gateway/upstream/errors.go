@@ -200,28 +200,11 @@ func StatusError(x *Exchange, submit bool, now time.Time) *Error {
 }
 
 // ErrorMessage extracts an error message from the common error shapes of
-// task APIs: {"error":{"message":…}}, {"error":"…"}, {"message":…}.
+// task APIs: {"error":{"message":…}}, {"message":…}, {"error":"…"}; the
+// same reading as a text upstream's error (translate.ErrorMessage).
 func ErrorMessage(body []byte) string {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return ""
-	}
-	if len(v.Error) > 0 {
-		var inner struct {
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(v.Error, &inner) == nil && inner.Message != "" {
-			return inner.Message
-		}
-		var s string
-		if json.Unmarshal(v.Error, &s) == nil && s != "" {
-			return s
-		}
-	}
-	return v.Message
+	msg, _ := translate.ErrorMessage(body)
+	return msg
 }
 
 // ErrorCode extracts the error code of {"error":{"code":…,"type":…}}: the
