@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,7 +76,7 @@ var _ = Describe("The DashScope upstream", func() {
 	// service (the backend's api option): the edit completes at submission
 	// with no task to poll, the result downloaded into the blob store and
 	// billed 0.03 + 2 × 0.003 USD; an edit refused by content inspection
-	// fails with content_policy_violation and is refunded.
+	// is answered 422 content_policy_violation and nothing is charged.
 	It("DashScope qwen image edit", func() {
 		t := GinkgoTB()
 		g := NewWithT(t)
@@ -115,16 +116,25 @@ var _ = Describe("The DashScope upstream", func() {
 				map[string]any{"image": "https://img.example/table.png"},
 				map[string]any{"text": "put the clock by the vase"},
 			}}}},
-			"parameters": map[string]any{"size": "1280*720", "n": float64(1), "negative_prompt": "blur", "seed": float64(7)}}))
+			"parameters": map[string]any{"size": "1280*720", "n": float64(1), "negative_prompt": "blur", "seed": float64(7),
+				"prompt_extend": true, "watermark": false}})) // the family's defaults
 		g.Expect(fake.Count(http.MethodPost, "/api/v1/services/")).To(Equal(1))
 		g.Expect(fake.Count(http.MethodGet, "/api/v1/tasks/")).To(Equal(0), "nothing to poll")
 
 		fake.SetPlan(fakeupstream.DashScopePlan{FailCode: "DataInspectionFailed", FailMessage: "Output data may contain inappropriate content."})
-		task = finalTask(t, acct.Key, "images", body)
-		g.Expect(task.Status).To(Equal("failed"))
-		g.Expect(task.Error.Code).To(Equal("content_policy_violation"))
-		g.Expect(task.Error.Message).To(Equal("Output data may contain inappropriate content."))
-		g.Expect(task.Billing.Status).To(Equal("refunded"))
+		// Refused at submission: the POST itself answers 422 (the submit
+		// wait), and the hold is released.
+		code, raw := videoCall(t, http.MethodPost, "/v1/images/generations", acct.Key, body)
+		g.Expect(code).To(Equal(http.StatusUnprocessableEntity), "%s", raw)
+		var refused struct {
+			Error struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		g.Expect(json.Unmarshal(raw, &refused)).To(Succeed())
+		g.Expect(refused.Error.Type).To(Equal("content_policy_violation"))
+		g.Expect(refused.Error.Message).To(ContainSubstring("Output data may contain inappropriate content."))
 		ledgerUsed(t, acct, 18000)
 		g.Expect(fake.Count(http.MethodPost, "/api/v1/services/")).To(Equal(2), "a refusal is not retried")
 	})
