@@ -3,6 +3,7 @@ package azureopenai
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"net/url"
 	"strings"
@@ -67,7 +68,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	}
 	var (
 		token string
-		id    [32]byte
+		id    [sha256.Size]byte
 		ent   = p.entra.Load()
 	)
 	if auth == AuthEntraID {
