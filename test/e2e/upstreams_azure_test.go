@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
+	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )
@@ -113,5 +117,79 @@ var _ = Describe("The Azure OpenAI upstream", func() {
 			g.Expect(r.Header.Get("api-key")).To(Equal("not-the-key"))
 		}
 		ledgerUsed(t, acct, 0)
+	})
+
+	// An azure-openai backend authenticated with Microsoft Entra ID: its
+	// Secret holds a service principal (tenantId, clientId and the client
+	// secret), the gateway asks the fake authority for a token once and sends
+	// it as Bearer, streaming and not, through the OpenAI SDK; the usage rows
+	// are the fake's reported usage.
+	It("Azure OpenAI Entra ID", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		idp := fakeupstream.NewEntraID()
+		t.Cleanup(idp.Close)
+		fake := fakeupstream.NewAzureOpenAI()
+		t.Cleanup(fake.Close)
+		fake.AcceptEntraID(idp)
+		// The fake authority's certificate is trusted by the token client of
+		// this process's azure-openai provider only.
+		tp, ok := builtin.Registry().Text(azureopenai.Name)
+		g.Expect(ok).To(BeTrue())
+		az := tp.(*azureopenai.Provider)
+		az.SetIdentityClient(idp.Client())
+		t.Cleanup(func() { az.SetIdentityClient(nil) })
+
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: uniqueModel("azure-sp"), Namespace: framework.SystemNamespace},
+			StringData: map[string]string{azureopenai.KeyTenantID: fakeupstream.EntraTenant, azureopenai.KeyClientID: fakeupstream.EntraClientID,
+				"clientSecret": fakeupstream.EntraClientSecret}}
+		g.Expect(stack.Client.Create(ctx, secret)).To(Succeed())
+		t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), secret) })
+		deployment := "chat-" + uniqueModel("dep")
+		fake.SetDeployments(deployment)
+		backend := sim("azure-entra", azureopenai.Name)
+		backend.BaseURL, backend.UpstreamModel = fake.URL, deployment
+		backend.CredentialSecretRef = &v1.SecretKeyRef{Name: secret.Name, Key: "clientSecret"}
+		backend.Options = map[string]string{azureopenai.OptionAPIVersion: "2024-10-21",
+			azureopenai.OptionAuth: azureopenai.AuthEntraID, azureopenai.OptionAuthorityHost: idp.URL}
+		model := uniqueModel("azure-entra")
+		textModel(t, framework.SystemNamespace, model, backend)
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+
+		var total int64
+		for n, stream := range []bool{false, true} {
+			desc := fmt.Sprintf("stream=%v", stream)
+			text := fmt.Sprintf("Entra answer %d.", n)
+			want := fakeupstream.Usage{InputTokens: 40 + int64(n), OutputTokens: 6 + int64(n)}
+			fake.Enqueue(fakeupstream.Reply{Text: text, Usage: want})
+
+			v := ask(t, "chat", stream, acct.Key, model, "hello "+desc)
+			g.Expect(v.Text).To(Equal(text), desc)
+
+			req := fake.Last()
+			g.Expect(req.Rejected).To(BeFalse(), desc)
+			g.Expect(req.Header.Get("api-key")).To(BeEmpty(), desc)
+			token, bearer := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+			g.Expect(bearer).To(BeTrue(), desc)
+			g.Expect(idp.Valid(token)).To(BeTrue(), desc)
+			g.Expect(req.Path).To(Equal("/openai/deployments/"+deployment+"/chat/completions"), desc)
+			g.Expect(req.Stream()).To(Equal(stream), desc)
+
+			g.Expect(v.Prompt).To(Equal(want.InputTokens), desc)
+			g.Expect(v.Output).To(Equal(want.OutputTokens), desc)
+			row := usageRows(t, acct, n+1)[0]
+			g.Expect(row.ModelName).To(Equal(model), desc)
+			g.Expect(row.BillingPhase).To(Equal("settled"), desc)
+			g.Expect(row.PromptTokens).To(Equal(want.InputTokens), desc)
+			g.Expect(row.CompletionTokens).To(Equal(want.OutputTokens), desc)
+			g.Expect(row.TotalTokens).To(Equal(want.InputTokens+want.OutputTokens), desc)
+			q := textQuota(row.PromptTokens, row.CompletionTokens)
+			g.Expect(int64(row.Quota)).To(Equal(q), desc)
+			total += q
+			ledgerUsed(t, acct, total)
+		}
+		g.Expect(fake.Count()).To(Equal(2), "one upstream call per request")
+		g.Expect(idp.Issued()).To(Equal(1), "one token, cached for both calls")
 	})
 })

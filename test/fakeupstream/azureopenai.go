@@ -19,7 +19,8 @@ const AzureModel = "gpt-4o-2024-11-20"
 // POST /openai/deployments/{deployment}/chat/completions?api-version=…
 // (api-version required, the body's model optional) and the v1 API
 // POST /openai/v1/chat/completions (model = the deployment's name). It
-// requires the api-key header = Key(); Authorization is not looked at.
+// requires the api-key header = Key(), or, once AcceptEntraID is called, an
+// Authorization: Bearer token that Entra ID issued.
 // Answers carry Azure's additions: the deployed model's name (AzureModel),
 // prompt_filter_results and content_filter_results, and a stream's first
 // chunk with no choices and only the prompt's filter results. Errors have
@@ -34,6 +35,14 @@ func (s *Server) SetDeployments(names ...string) {
 	for _, n := range names {
 		s.deployments[n] = true
 	}
+	s.mu.Unlock()
+}
+
+// AcceptEntraID makes the fake also accept Microsoft Entra ID bearer tokens
+// that idp issued (and has not revoked).
+func (s *Server) AcceptEntraID(idp *EntraID) {
+	s.mu.Lock()
+	s.entraTokens = idp.Valid
 	s.mu.Unlock()
 }
 
@@ -64,7 +73,23 @@ func (s *Server) checkAzure(w http.ResponseWriter, r *http.Request, body []byte)
 		writeAzureError(w, http.StatusBadRequest, "BadRequest", "API version not supported")
 		return false
 	}
-	if r.Header.Get("api-key") != s.Key() {
+	s.mu.Lock()
+	entra := s.entraTokens
+	s.mu.Unlock()
+	bearer, isBearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	switch {
+	case r.Header.Get("api-key") != "":
+		if r.Header.Get("api-key") != s.Key() {
+			writeAzureError(w, http.StatusUnauthorized, "401", "Access denied due to invalid subscription key or wrong API endpoint. "+
+				"Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.")
+			return false
+		}
+	case isBearer:
+		if entra == nil || !entra(bearer) {
+			writeAzureError(w, http.StatusUnauthorized, "401", "Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.")
+			return false
+		}
+	default:
 		writeAzureError(w, http.StatusUnauthorized, "401", "Access denied due to invalid subscription key or wrong API endpoint. "+
 			"Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.")
 		return false

@@ -75,9 +75,12 @@ type dashTask struct {
 }
 
 var dashModels = map[string]string{
-	"wan2.5-i2i-preview": "image2image",
-	"wan2.5-t2i-preview": "text2image",
-	"wan2.2-t2i-flash":   "text2image",
+	"wan2.5-i2i-preview":   "image2image",
+	"wan2.5-t2i-preview":   "text2image",
+	"wan2.2-t2i-flash":     "text2image",
+	"qwen-image-edit":      "multimodal-generation",
+	"qwen-image-edit-plus": "multimodal-generation",
+	"qwen-image-edit-max":  "multimodal-generation",
 }
 
 var dashSize = regexp.MustCompile(`^([0-9]+)\*([0-9]+)$`)
@@ -153,6 +156,8 @@ func (f *DashScope) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && (r.URL.Path == services+"image2image/image-synthesis" || r.URL.Path == services+"text2image/image-synthesis"):
 		f.create(w, r, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, services), "/image-synthesis"), body)
+	case r.Method == http.MethodPost && r.URL.Path == services+"multimodal-generation/generation":
+		f.generate(w, r, body)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/v1/tasks/") && strings.HasSuffix(r.URL.Path, "/cancel"):
 		f.cancel(w, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/tasks/"), "/cancel"))
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/tasks/"):
@@ -336,4 +341,129 @@ func (f *DashScope) object(w http.ResponseWriter, rest string) {
 	data, ctype := DefaultOutput("image", i)
 	w.Header().Set("Content-Type", ctype)
 	_, _ = w.Write(data)
+}
+
+// generate is the synchronous multimodal-generation service of the
+// qwen-image-edit models (Model Studio's "Qwen - image editing API
+// reference"): one user message whose content is 1 to 3 {"image"} items
+// (URL or data URI) and exactly one {"text"}, parameters.n 1 to 6 (1 for
+// qwen-image-edit), parameters.size "W*H" with each side in [512, 2048].
+// The answer is {"output": {"choices": [{"finish_reason": "stop",
+// "message": {"role": "assistant", "content": [{"image"}, …]}}]}, "usage":
+// {"width", "height", "image_count"}, "request_id"}; the images are served
+// under /oss/ like the task API's. The plan's FailCode makes the service
+// refuse the edit (HTTP 400 with that code), as it does for content
+// inspection; the service has no task, so X-DashScope-Async is refused.
+func (f *DashScope) generate(w http.ResponseWriter, r *http.Request, body []byte) {
+	if fail, ok := takeFailure(&f.mu, &f.failures); ok {
+		msg := beginFailure(w, fail.Status, fail.Message, fail.RetryAfter, fail.Reset)
+		dashError(w, fail.Status, fail.Code, msg)
+		return
+	}
+	if r.Header.Get("X-DashScope-Async") == "enable" {
+		dashError(w, http.StatusForbidden, "AccessDenied", "current user api does not support asynchronous calls")
+		return
+	}
+	var in struct {
+		Model string `json:"model"`
+		Input struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content []struct {
+					Image *string `json:"image"`
+					Text  *string `json:"text"`
+				} `json:"content"`
+			} `json:"messages"`
+		} `json:"input"`
+		Parameters struct {
+			N    *int    `json:"n"`
+			Size *string `json:"size"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		dashError(w, http.StatusBadRequest, "InvalidParameter", "The request body is not a valid JSON object: "+err.Error())
+		return
+	}
+	switch service, known := dashModels[in.Model]; {
+	case in.Model == "":
+		dashError(w, http.StatusBadRequest, "InvalidParameter", "Model not exist.")
+		return
+	case !known:
+		dashError(w, http.StatusNotFound, "ModelNotFound", "Model not found ("+in.Model+")!")
+		return
+	case service != "multimodal-generation":
+		dashError(w, http.StatusBadRequest, "InvalidParameter", "Model "+in.Model+" is not supported by multimodal-generation")
+		return
+	case len(in.Input.Messages) != 1 || in.Input.Messages[0].Role != "user":
+		dashError(w, http.StatusBadRequest, "InvalidParameter", "input.messages must hold exactly one user message")
+		return
+	}
+	var images, texts int
+	for _, c := range in.Input.Messages[0].Content {
+		switch {
+		case c.Image != nil:
+			u := *c.Image
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "data:image/") {
+				dashError(w, http.StatusBadRequest, "InvalidParameter.DataInspection", "The image URL is invalid: "+u)
+				return
+			}
+			images++
+		case c.Text != nil && *c.Text != "":
+			texts++
+		default:
+			dashError(w, http.StatusBadRequest, "InvalidParameter", "each content item must be an image or a text")
+			return
+		}
+	}
+	n := 1
+	if in.Parameters.N != nil {
+		n = *in.Parameters.N
+	}
+	maxN := 6
+	if in.Model == "qwen-image-edit" {
+		maxN = 1
+	}
+	switch {
+	case images < 1 || images > 3:
+		dashError(w, http.StatusBadRequest, "InvalidParameter", "the content must hold 1 to 3 images")
+		return
+	case texts != 1:
+		dashError(w, http.StatusBadRequest, "InvalidParameter", "the content must hold exactly one text")
+		return
+	case n < 1 || n > maxN:
+		dashError(w, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("parameters.n must be between 1 and %d", maxN))
+		return
+	}
+	width, height := 1024, 1024
+	if s := in.Parameters.Size; s != nil {
+		m := dashSize.FindStringSubmatch(*s)
+		if m != nil {
+			width, _ = strconv.Atoi(m[1])
+			height, _ = strconv.Atoi(m[2])
+		}
+		if m == nil || width < 512 || width > 2048 || height < 512 || height > 2048 {
+			dashError(w, http.StatusBadRequest, "InvalidParameter", "The size is not match the allowed size ["+*s+"]")
+			return
+		}
+	}
+	f.mu.Lock()
+	p := f.plan
+	if p.FailCode != "" || p.FailMessage != "" {
+		f.mu.Unlock()
+		dashError(w, http.StatusBadRequest, p.FailCode, p.FailMessage)
+		return
+	}
+	f.seq++
+	id := fmt.Sprintf("%08x-5ff8-4d82-bcb6-%012x", f.seq, f.seq)
+	// Kept as a finished task only so that /oss/ serves its images.
+	f.tasks[id] = &dashTask{id: id, model: in.Model, n: n, status: "SUCCEEDED", submitted: time.Now()}
+	f.mu.Unlock()
+	content := make([]map[string]any, 0, n)
+	for i := range n {
+		content = append(content, map[string]any{"image": fmt.Sprintf("%s/oss/%s/%d.png?Expires=%d&Signature=fake", f.URL, id, i, time.Now().Add(24*time.Hour).Unix())})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"request_id": "req-" + id,
+		"output": map[string]any{"choices": []any{map[string]any{"finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": content}}}},
+		"usage": map[string]any{"width": width, "height": height, "image_count": n}})
 }

@@ -196,6 +196,9 @@ type Server struct {
 	seq      int
 	// deployments are the Azure deployments that exist (none: any name).
 	deployments map[string]bool
+	// entraTokens validates an Azure request's Entra ID bearer token (nil:
+	// key authentication only).
+	entraTokens func(string) bool
 	// sessionToken is the Bedrock session token required (none: none).
 	sessionToken string
 	// vertex is the Vertex AI fake's service account and tokens.

@@ -1,11 +1,13 @@
-// Package azureopenai is the adapter for Azure OpenAI deployments: the OpenAI Chat Completions wire format behind Azure's URLs and api-key header.
+// Package azureopenai is the adapter for Azure OpenAI deployments: the OpenAI Chat Completions wire format behind Azure's URLs, authenticated with the api-key header or a Microsoft Entra ID token.
 package azureopenai
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/modelgate/modelgate/gateway/translate"
 	"github.com/modelgate/modelgate/gateway/upstream"
@@ -26,11 +28,24 @@ const OptionAPIVersion = "apiVersion"
 // messages clients are translated to chat completions like for openai.
 type Provider struct {
 	client *http.Client
+	entra  atomic.Pointer[entra]
 }
 
-// New returns a provider using client (nil: upstream.Client).
+// New returns a provider using client (nil: upstream.Client) for the API
+// calls. Entra ID token requests use their own client on the shared
+// transport, with a time limit.
 func New(client *http.Client) *Provider {
-	return &Provider{client: upstream.ClientOr(client)}
+	p := &Provider{client: upstream.ClientOr(client)}
+	p.entra.Store(newEntra(nil))
+	return p
+}
+
+// SetIdentityClient replaces the client of Entra ID token requests (nil:
+// the default) and drops the cached credentials. It exists for tests,
+// whose fake authority serves TLS with its own certificate; nothing in the
+// gateway's configuration reaches it.
+func (p *Provider) SetIdentityClient(c *http.Client) {
+	p.entra.Store(newEntra(c))
 }
 
 // Protocols implements upstream.TextProvider. Only chat completions: every
@@ -40,19 +55,45 @@ func (*Provider) Protocols() []upstream.Protocol {
 	return []upstream.Protocol{upstream.ChatCompletions}
 }
 
-// Send implements upstream.TextProvider. The credential goes in the
-// api-key header (Azure's key authentication); Entra ID bearer tokens are
-// not supported, since they expire hourly and a static Secret cannot hold
-// one.
+// Send implements upstream.TextProvider. With key authentication (the
+// default) the credential goes in the api-key header; with auth: entra-id
+// it is a Microsoft Entra ID token for the backend's service principal (or
+// the pod's workload identity), sent as Authorization: Bearer.
 func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+	auth := Auth(b)
+	if auth != AuthAPIKey && auth != AuthEntraID {
+		e := upstream.Unsupported("backend %q (azure-openai): option %s %q is not %s or %s", b.Name, OptionAuth, auth, AuthAPIKey, AuthEntraID)
+		e.Status, e.Retryable = http.StatusBadGateway, true
+		return nil, e
+	}
+	var (
+		token string
+		id    [sha256.Size]byte
+		ent   = p.entra.Load()
+	)
+	if auth == AuthEntraID {
+		var err error
+		if token, id, err = ent.token(ctx, b); err != nil {
+			return nil, err
+		}
+	}
 	req, err := upstream.NewJSONRequest(ctx, URL(b, body), body, stream)
 	if err != nil {
 		return nil, err
 	}
-	if k := strings.TrimSpace(b.APIKey); k != "" {
-		req.Header.Set("api-key", k)
+	switch {
+	case token != "":
+		req.Header.Set("Authorization", "Bearer "+token)
+	case strings.TrimSpace(b.APIKey) != "":
+		req.Header.Set("api-key", strings.TrimSpace(b.APIKey))
 	}
-	return p.client.Do(req)
+	resp, err := p.client.Do(req)
+	if err == nil && token != "" && resp.StatusCode == http.StatusUnauthorized {
+		// The token was revoked or expired early: the next call gets a
+		// fresh one rather than the cached one again.
+		ent.forget(id)
+	}
+	return resp, err
 }
 
 // URL is the chat-completions URL of backend b for body. The base is the

@@ -1,7 +1,8 @@
 // Package dashscope is the adapter for Alibaba Cloud Model Studio's
-// (DashScope's) asynchronous image-synthesis task API, serving the
-// single-image family (one prompt, up to three reference images, explicit
-// pixel sizes).
+// (DashScope's) asynchronous image-synthesis task API, and its synchronous
+// multimodal-generation service for the qwen-image-edit models (edit.go),
+// serving the single-image family (one prompt, up to three reference
+// images, explicit pixel sizes).
 //
 // Submit: POST {baseURL}/api/v1/services/aigc/image2image/image-synthesis
 // (with reference images: the wan image-edit models) or
@@ -136,6 +137,14 @@ func (a Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitte
 	if len(in.ImageURLs) > MaxRefs {
 		return upstream.Submitted{}, upstream.Unsupported("backend %q (dashscope) takes at most %d reference images", c.Backend.Name, MaxRefs)
 	}
+	switch api := c.Backend.Options[OptionAPI]; api {
+	case "", APIImageSynthesis:
+	case APIMultimodalGeneration:
+		return a.submitEdit(ctx, c, &in)
+	default:
+		return upstream.Submitted{}, upstream.Unsupported("backend %q (dashscope): option %s %q is not %s or %s",
+			c.Backend.Name, OptionAPI, api, APIImageSynthesis, APIMultimodalGeneration)
+	}
 	w := wireRequest{Model: c.Model(),
 		Input: wireInput{Prompt: in.Prompt, NegativePrompt: in.Metadata.NegativePrompt, Images: in.ImageURLs},
 		Parameters: wireParameters{Size: wireSize(in.Size), N: in.N, PromptExtend: in.Metadata.PromptExtend,
@@ -148,7 +157,7 @@ func (a Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitte
 		path = p // a model published on another image-synthesis endpoint
 	}
 	body, _ := json.Marshal(w)
-	x, err := a.exchange(ctx, c, http.MethodPost, path, body, true)
+	x, err := a.exchange(ctx, c, exchange{method: http.MethodPost, path: path, body: body, submit: true, async: true})
 	if err != nil {
 		return upstream.Submitted{}, err
 	}
@@ -169,7 +178,13 @@ func wireSize(s string) string {
 
 // Poll implements upstream.TaskAdapter.
 func (a Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream.Status, error) {
-	x, err := a.exchange(ctx, c, http.MethodGet, PathTasks+url.PathEscape(id), nil, false)
+	if c.Backend.Options[OptionAPI] == APIMultimodalGeneration {
+		// The service is synchronous: a task found waiting on it lost its
+		// result.
+		return upstream.Status{}, &upstream.Error{Class: upstream.Permanent,
+			Message: "DashScope's multimodal-generation service is synchronous and has no task to poll"}
+	}
+	x, err := a.exchange(ctx, c, exchange{method: http.MethodGet, path: PathTasks + url.PathEscape(id)})
 	if err != nil {
 		return upstream.Status{}, err
 	}
@@ -222,7 +237,7 @@ func (a Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream
 
 // Cancel implements upstream.Canceler.
 func (a Adapter) Cancel(ctx context.Context, c upstream.Call, id string) error {
-	_, err := a.exchange(ctx, c, http.MethodPost, PathTasks+url.PathEscape(id)+"/cancel", nil, false)
+	_, err := a.exchange(ctx, c, exchange{method: http.MethodPost, path: PathTasks + url.PathEscape(id) + "/cancel"})
 	return err
 }
 
@@ -243,24 +258,40 @@ func IsPolicy(code string) bool {
 	return strings.HasPrefix(code, "DataInspection") || strings.Contains(code, "InspectionFailed") || code == "IPInfringementSuspect"
 }
 
-// exchange sends one request and classifies a non-2xx answer (submit:
-// nothing was accepted).
-func (a Adapter) exchange(ctx context.Context, c upstream.Call, method, path string, body []byte, submit bool) (*upstream.Exchange, error) {
+// exchange is one request to DashScope.
+type exchange struct {
+	method, path string
+	body         []byte
+	// submit: nothing was accepted yet; async: the X-DashScope-Async
+	// header the image-synthesis submission needs.
+	submit, async bool
+	// timeout replaces the default (DefaultSubmitTimeout or
+	// DefaultPollTimeout); a backend's timeoutSeconds overrides both.
+	timeout time.Duration
+}
+
+// exchange sends one request and classifies a non-2xx answer.
+func (a Adapter) exchange(ctx context.Context, c upstream.Call, e exchange) (*upstream.Exchange, error) {
+	submit := e.submit
 	if err := upstream.CheckBase(c.Backend); err != nil {
 		if !submit {
 			err.Class = upstream.Permanent
 		}
 		return nil, err
 	}
-	timeout := DefaultPollTimeout
-	if submit {
+	timeout := e.timeout
+	switch {
+	case timeout > 0:
+	case submit:
 		timeout = DefaultSubmitTimeout
+	default:
+		timeout = DefaultPollTimeout
 	}
 	bearer := upstream.KeyHeader("Authorization", "Bearer ", c.Backend.APIKey)
-	x, err := upstream.TaskRequest{Method: method, URL: strings.TrimRight(c.Backend.BaseURL, "/") + path, Body: body,
+	x, err := upstream.TaskRequest{Method: e.method, URL: strings.TrimRight(c.Backend.BaseURL, "/") + e.path, Body: e.body,
 		Submit: submit, Timeout: c.Backend.TimeoutOr(timeout), Authorize: func(req *http.Request) {
 			bearer(req)
-			if body != nil {
+			if e.async {
 				req.Header.Set("X-DashScope-Async", "enable")
 			}
 		}}.Send(ctx)
@@ -268,19 +299,19 @@ func (a Adapter) exchange(ctx context.Context, c upstream.Call, method, path str
 		return nil, err
 	}
 	if !x.OK() {
-		e := upstream.StatusError(x, submit, a.now())
+		ue := upstream.StatusError(x, submit, a.now())
 		var v struct {
 			Code string `json:"code"`
 		}
 		_ = json.Unmarshal(x.Body, &v)
-		e.Code = v.Code
+		ue.Code = v.Code
 		if IsPolicy(v.Code) {
-			e.Code = upstream.CodePolicy
-			if e.Class != upstream.Permanent { // a refusal is the request's fault, wherever it is sent
-				e.Class, e.Retryable = upstream.Permanent, false
+			ue.Code = upstream.CodePolicy
+			if ue.Class != upstream.Permanent { // a refusal is the request's fault, wherever it is sent
+				ue.Class, ue.Retryable = upstream.Permanent, false
 			}
 		}
-		return nil, e
+		return nil, ue
 	}
 	return x, nil
 }
