@@ -115,18 +115,7 @@ var _ = Describe("The Ark upstream", func() {
 			Message: "The request failed because the input text may contain sensitive information."})
 		// Refused at submission: the POST itself answers 422 (the submit wait),
 		// and nothing is charged.
-		code, raw := videoCall(t, http.MethodPost, "/v1/images/generations", acct.Key, body)
-		g.Expect(code).To(Equal(http.StatusUnprocessableEntity), "%s", raw)
-		var refused struct {
-			Error struct {
-				Code    int    `json:"code"`
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		g.Expect(json.Unmarshal(raw, &refused)).To(Succeed())
-		g.Expect(refused.Error.Type).To(Equal("content_policy_violation"))
-		g.Expect(refused.Error.Message).To(ContainSubstring("the input text may contain sensitive information"))
+		expectRefusedAtSubmission(t, acct.Key, "/v1/images/generations", body, "the input text may contain sensitive information")
 		ledgerUsed(t, acct, 30000)
 	})
 

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -38,19 +36,8 @@ var _ = Describe("The DashScope upstream", func() {
 
 		fake.SetPlan(fakeupstream.DashScopePlan{Polls: 2, RateLimited: 1, RetryAfter: "1"})
 		task := finalTask(t, acct.Key, "images", body)
-		g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
 		g.Expect(task.Result.Type).To(Equal("image"))
-		g.Expect(task.Result.Data).To(HaveLen(1))
-		resp, err := http.Get(task.Result.Data[0].URL)
-		g.Expect(err).NotTo(HaveOccurred())
-		got, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-		want, _ := fakeupstream.DefaultOutput("image", 0)
-		g.Expect(got).To(Equal(want), "the gateway serves the stored copy")
-		g.Expect(task.Result.Data[0].URL).NotTo(HavePrefix(fake.URL), "not the upstream's short-lived URL")
-		g.Expect(task.Billing.Status).To(Equal("settled"))
-		g.Expect(task.Billing.CostUSD).To(Equal("0.036"), "one image at 0.03 USD and two references at 0.003 USD")
+		expectStoredOutput(t, task, fake.URL, "image", "0.036") // one image at 0.03 USD and two references at 0.003 USD
 		ledgerUsed(t, acct, 18000)
 
 		sent := fake.Requests()[0]
@@ -92,18 +79,7 @@ var _ = Describe("The DashScope upstream", func() {
 				"image_urls":["https://img.example/clock.png","https://img.example/table.png"],"metadata":{"negative_prompt":"blur","seed":7}}`, model)
 
 		task := finalTask(t, acct.Key, "images", body)
-		g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
-		g.Expect(task.Result.Data).To(HaveLen(1))
-		resp, err := http.Get(task.Result.Data[0].URL)
-		g.Expect(err).NotTo(HaveOccurred())
-		got, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-		want, _ := fakeupstream.DefaultOutput("image", 0)
-		g.Expect(got).To(Equal(want), "the gateway serves the stored copy")
-		g.Expect(task.Result.Data[0].URL).NotTo(HavePrefix(fake.URL), "not the upstream's short-lived URL")
-		g.Expect(task.Billing.Status).To(Equal("settled"))
-		g.Expect(task.Billing.CostUSD).To(Equal("0.036"), "one image at 0.03 USD and two references at 0.003 USD")
+		expectStoredOutput(t, task, fake.URL, "image", "0.036") // one image at 0.03 USD and two references at 0.003 USD
 		ledgerUsed(t, acct, 18000)
 
 		sent := fake.Requests()[0]
@@ -124,17 +100,7 @@ var _ = Describe("The DashScope upstream", func() {
 		fake.SetPlan(fakeupstream.DashScopePlan{FailCode: "DataInspectionFailed", FailMessage: "Output data may contain inappropriate content."})
 		// Refused at submission: the POST itself answers 422 (the submit
 		// wait), and the hold is released.
-		code, raw := videoCall(t, http.MethodPost, "/v1/images/generations", acct.Key, body)
-		g.Expect(code).To(Equal(http.StatusUnprocessableEntity), "%s", raw)
-		var refused struct {
-			Error struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		g.Expect(json.Unmarshal(raw, &refused)).To(Succeed())
-		g.Expect(refused.Error.Type).To(Equal("content_policy_violation"))
-		g.Expect(refused.Error.Message).To(ContainSubstring("Output data may contain inappropriate content."))
+		expectRefusedAtSubmission(t, acct.Key, "/v1/images/generations", body, "Output data may contain inappropriate content.")
 		ledgerUsed(t, acct, 18000)
 		g.Expect(fake.Count(http.MethodPost, "/api/v1/services/")).To(Equal(2), "a refusal is not retried")
 	})

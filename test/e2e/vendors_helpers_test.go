@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -79,4 +81,43 @@ func finalTask(t testing.TB, key, family, body string) videoTask {
 		return task.Status
 	}, 60*time.Second, 200*time.Millisecond).Should(BeElementOf("completed", "failed"))
 	return task
+}
+
+// expectRefusedAtSubmission posts a media submission that the upstream
+// refuses for content: the POST itself answers 422 content_policy_violation
+// with the upstream's message (the submit wait).
+func expectRefusedAtSubmission(t testing.TB, key, path, body, message string) {
+	t.Helper()
+	g := NewWithT(t)
+	code, raw := videoCall(t, http.MethodPost, path, key, body)
+	g.Expect(code).To(Equal(http.StatusUnprocessableEntity), "%s", raw)
+	var refused struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	g.Expect(json.Unmarshal(raw, &refused)).To(Succeed())
+	g.Expect(refused.Error.Type).To(Equal("content_policy_violation"))
+	g.Expect(refused.Error.Message).To(ContainSubstring(message))
+}
+
+// expectStoredOutput checks a completed task's one output: served from the
+// gateway's store byte for byte (the fake's default output of its kind),
+// not from the upstream's short-lived URL, and settled at costUSD.
+func expectStoredOutput(t testing.TB, task videoTask, upstreamURL, kind, costUSD string) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
+	g.Expect(task.Result.Data).To(HaveLen(1))
+	resp, err := http.Get(task.Result.Data[0].URL)
+	g.Expect(err).NotTo(HaveOccurred())
+	got, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	want, _ := fakeupstream.DefaultOutput(kind, 0)
+	g.Expect(got).To(Equal(want), "the gateway serves the stored copy")
+	g.Expect(task.Result.Data[0].URL).NotTo(HavePrefix(upstreamURL), "not the upstream's short-lived URL")
+	g.Expect(task.Billing.Status).To(Equal("settled"))
+	g.Expect(task.Billing.CostUSD).To(Equal(costUSD))
 }
