@@ -186,6 +186,12 @@ func (a *Authenticator) tenantOf(namespace string) (*v1.Tenant, *Failure) {
 	return nil, unauthorized("the account of this API key is not active")
 }
 
+// KnowsKey reports whether the informer cache holds a key with this hash
+// (a key made a moment ago becomes usable once it does).
+func (a *Authenticator) KnowsKey(keyHash string) bool {
+	return len(a.Lookup.TokensByKeyHash(keyHash)) > 0
+}
+
 // AccessToken authenticates the usage API: `Authorization: Bearer
 // <access token>` plus the numeric `X-User-Id` of the account.
 func (a *Authenticator) AccessToken(ctx context.Context, r *http.Request) (*v1.Tenant, *Failure) {

@@ -16,13 +16,10 @@ import (
 
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/apierr"
-	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/pricing"
-	"github.com/modelgate/modelgate/gateway/ratelimit"
-	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/upstream"
@@ -40,11 +37,12 @@ type Deps struct {
 	// the cache and the archive only).
 	API    client.Reader
 	Ledger Ledger
-	Auth   *auth.Authenticator
+	Auth   Authenticator
 	Clock  clock.PassiveClock
 
-	Router  *routing.Router
-	Limiter *ratelimit.Limiter
+	Router  Routes
+	Breaker Breaker
+	Limiter Limits
 	// Admitter admits text and media requests; Register makes it from
 	// Router, Limiter, the prices and Clock when it is nil.
 	Admitter *admission.Admitter

@@ -2,6 +2,14 @@ package handlers
 
 import (
 	"context"
+	"net/http"
+	"time"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/admission"
+	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/ratelimit"
+	"github.com/modelgate/modelgate/gateway/routing"
 
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -70,7 +78,42 @@ type QuotaLeaser interface {
 	Release(ctx context.Context, h *store.Hold) error
 }
 
+// Routes finds routes (the gateway's *routing.Router): admission's lookup
+// and plan, a family's default model and the models a tenant sees.
+type Routes interface {
+	admission.Routes
+	DefaultModel(ctx context.Context, tenantNamespace string, typ v1.ModelType) (string, error)
+	Visible(ctx context.Context, tenantNamespace string) ([]*v1.ModelRoute, error)
+}
+
+// Breaker is the per-backend circuit breaker (*routing.Breaker).
+type Breaker interface {
+	Success(key string)
+	Failure(key string)
+	Hold(key string, d time.Duration)
+}
+
+// Limits are the per-minute limits (*ratelimit.Limiter): admission's checks
+// and the tokens a finished request counts.
+type Limits interface {
+	admission.Limits
+	ChargeTokens(key ratelimit.Key, perMinute, n int64)
+}
+
+// Authenticator resolves API keys and usage access tokens
+// (*auth.Authenticator).
+type Authenticator interface {
+	APIKeys
+	AccessToken(ctx context.Context, r *http.Request) (*v1.Tenant, *auth.Failure)
+	// KnowsKey reports whether this replica's cache holds a key hash yet.
+	KnowsKey(keyHash string) bool
+}
+
 var (
-	_ Ledger      = (*store.Store)(nil)
-	_ QuotaLeaser = (*store.Leaser)(nil)
+	_ Ledger        = (*store.Store)(nil)
+	_ QuotaLeaser   = (*store.Leaser)(nil)
+	_ Routes        = (*routing.Router)(nil)
+	_ Breaker       = (*routing.Breaker)(nil)
+	_ Limits        = (*ratelimit.Limiter)(nil)
+	_ Authenticator = (*auth.Authenticator)(nil)
 )

@@ -281,7 +281,7 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
 		})
 		if err == nil {
-			t.Router.Breaker.Success(cand.Key())
+			t.Breaker.Success(cand.Key())
 			if res.Stream != nil {
 				c.attempt = attempt // the attempt lasts as long as its stream
 			} else {
@@ -299,8 +299,8 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 		if ctx.Err() != nil || !upstream.IsRetryable(err) {
 			return nil, cand, err
 		}
-		t.Router.Breaker.Failure(cand.Key())
-		t.Router.Breaker.Hold(cand.Key(), retryAfter)
+		t.Breaker.Failure(cand.Key())
+		t.Breaker.Hold(cand.Key(), retryAfter)
 		log.FromContext(ctx).Info("upstream attempt failed; trying the next backend",
 			"model", c.req.Model, "backend", cand.Backend.Name, "error", err.Error())
 	}

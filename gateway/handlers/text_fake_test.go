@@ -124,8 +124,8 @@ func newTextFixture(t *testing.T) *textFixture {
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 	f := &textFixture{leaser: &fakeLeaser{balance: 1_000_000}, sink: &fakeSink{}, mux: http.NewServeMux()}
 	d := &Deps{
-		Clock:  clock,
-		Router: &routing.Router{Breaker: routing.NewBreaker(clock)},
+		Clock:   clock,
+		Breaker: routing.NewBreaker(clock),
 		Admitter: &admission.Admitter{Routes: oneRoute{route}, Limits: noLimits{}, Clock: clock,
 			Prices: func(string, string, string, pricing.Facts) (*pricing.Rule, error) { return rule, nil }},
 		Limiter:   &ratelimit.Limiter{Clock: clock},

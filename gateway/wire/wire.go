@@ -197,11 +197,15 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		},
 	})
 	authn := &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)}
+	// One breaker: the router skips the backends whose circuit the text
+	// handler opened.
+	breaker := routing.NewBreaker(o.Clock)
 	deps := &handlers.Deps{
 		Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(), Ledger: ledger, Clock: o.Clock,
 		Auth: authn,
 		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes,
-			Breaker: routing.NewBreaker(o.Clock)},
+			Breaker: breaker},
+		Breaker:         breaker,
 		Limiter:         &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute},
 		Leaser:          leaser,
 		UsageLog:        usageSink(usage, o.WrapUsageSink),
