@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/index"
+	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tokenspec"
 )
 
@@ -35,6 +37,18 @@ type ApiTokenReconciler struct {
 	Events events.EventRecorder
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
+
+	// registered remembers, per ApiToken UID, the last registration this
+	// process wrote to the ledger and the token ID it got: a reconcile whose
+	// registration is the same (most of them: the usage mirror's status
+	// writes wake the token every period) skips the two ledger writes.
+	registered sync.Map // types.UID → registration
+}
+
+// registration is one ledger registration of a token.
+type registration struct {
+	spec store.TokenSpec
+	id   int64
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=apitokens,verbs=get;list;watch;create;update;patch
@@ -71,6 +85,7 @@ func (r *ApiTokenReconciler) skeleton() *reconciler.Reconciler[*v1.ApiToken] {
 // more, its leases go back to its balances, its rows stay. The gateways stop
 // authenticating it as soon as their caches see the deletion.
 func (r *ApiTokenReconciler) disable(ctx context.Context, tok *v1.ApiToken) error {
+	r.registered.Delete(tok.UID)
 	if tok.Status.TokenID == 0 {
 		return nil // never registered
 	}
@@ -125,6 +140,9 @@ func (r *ApiTokenReconciler) register(ctx context.Context, tok *v1.ApiToken) rec
 	if err != nil {
 		return stepFailed(tok, registered, specError{err})
 	}
+	if last, ok := r.registered.Load(tok.UID); ok && registered && last == (registration{spec, tok.Status.TokenID}) {
+		return reconciler.Done(v1.ReasonReconciled, "registered in the ledger as token %d", tok.Status.TokenID)
+	}
 	id, err := r.Ledger.EnsureToken(ctx, spec)
 	if err != nil {
 		return stepFailed(tok, registered, ledgerError{err})
@@ -136,6 +154,7 @@ func (r *ApiTokenReconciler) register(ctx context.Context, tok *v1.ApiToken) rec
 		recorder{R: r.Events}.Normal(tok, v1.EventTokenRegistered, "Register", "registered in the ledger as token %d", id)
 	}
 	tok.Status.TokenID = id
+	r.registered.Store(tok.UID, registration{spec, id})
 	return reconciler.Done(v1.ReasonReconciled, "registered in the ledger as token %d", id)
 }
 
