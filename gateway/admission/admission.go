@@ -101,22 +101,20 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 	var ad Admission
 	p := req.Principal
 	if !p.AllowsModel(req.Model) {
-		return ad, refuse(ModelNotAllowed, fmt.Sprintf("this API key may not use model %q", req.Model))
+		return ad, Refuse(ModelNotAllowed, fmt.Sprintf("this API key may not use model %q", req.Model))
 	}
 	route, err := a.Routes.Route(ctx, p.Tenant.Namespace, req.Model)
 	if err != nil {
-		return ad, refuse(Internal, "could not look up the model")
+		return ad, Refuse(Internal, "could not look up the model")
 	}
 	if route == nil {
-		return ad, refuse(ModelNotFound, fmt.Sprintf("model %q not found", req.Model))
+		return ad, Refuse(ModelNotFound, fmt.Sprintf("model %q not found", req.Model))
 	}
 	if route.Spec.Type != req.Family {
-		e := refuse(WrongFamily, fmt.Sprintf("model %q is a %s model; use /v1/%ss/generations", req.Model, route.Spec.Type, route.Spec.Type))
-		e.RouteType = route.Spec.Type
-		return ad, e
+		return ad, Refuse(WrongFamily, fmt.Sprintf("model %q is a %s model; use /v1/%ss/generations", req.Model, route.Spec.Type, route.Spec.Type))
 	}
 	if eps := route.Spec.EndpointTypes; req.Endpoint != "" && len(eps) > 0 && !slices.Contains(eps, req.Endpoint) {
-		return ad, refuse(UnsupportedEndpoint, fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, req.Endpoint))
+		return ad, Refuse(UnsupportedEndpoint, fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, req.Endpoint))
 	}
 	if done, e := req.Subject.Check(ctx, route); e != nil || done {
 		ad.Done = done
@@ -124,11 +122,11 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 	}
 	ad.Route, ad.Plan = route, a.Routes.Plan(route, p.Groups())
 	if len(ad.Plan) == 0 {
-		return ad, refuse(NoBackend, fmt.Sprintf("no upstream serves model %q for this key's group", req.Model))
+		return ad, Refuse(NoBackend, fmt.Sprintf("no upstream serves model %q for this key's group", req.Model))
 	}
 	if wait, what := exceeded(a.Limits, p, req.CountsTokens); wait > 0 {
 		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
-		e := refuse(RateLimited, what+" rate limit exceeded; retry after the time in the Retry-After header")
+		e := Refuse(RateLimited, what+" rate limit exceeded; retry after the time in the Retry-After header")
 		e.RetryAfter = wait
 		return ad, e
 	}
@@ -136,23 +134,23 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 	ad.Rule, err = a.Prices(p.Tenant.Namespace, req.Model, ad.Plan[0].Group, req.Subject.Facts())
 	switch {
 	case errors.Is(err, pricing.ErrNoPrice):
-		return ad, refuse(ModelNotFound, fmt.Sprintf("model %q has no published price for this key's group", req.Model))
+		return ad, Refuse(ModelNotFound, fmt.Sprintf("model %q has no published price for this key's group", req.Model))
 	case err != nil:
-		return ad, refuse(PricingUnavailable, "the price of this model cannot be loaded safely; retry later")
+		return ad, Refuse(PricingUnavailable, "the price of this model cannot be loaded safely; retry later")
 	}
 	if ad.Estimate, err = req.Subject.Estimate(ad.Rule, route, ad.Accepted); err != nil {
 		log.FromContext(ctx).Error(err, "estimate request", "model", req.Model)
-		return ad, refuse(Unpriceable, "could not price the request")
+		return ad, Refuse(Unpriceable, "could not price the request")
 	}
 	ad.Hold, err = req.Reserver.Reserve(ctx, req.RequestID, p.TokenID, p.UserID, ad.Estimate)
 	switch {
 	case errors.Is(err, store.ErrInsufficientQuota):
 		metrics.ReservationsRefused.WithLabelValues("quota").Inc()
-		return ad, refuse(InsufficientQuota,
+		return ad, Refuse(InsufficientQuota,
 			"insufficient quota: the key's or the account's balance (or its daily or monthly limit) does not cover this request")
 	case err != nil:
 		log.FromContext(ctx).Error(err, "reserve quota", "requestID", req.RequestID)
-		return ad, refuse(Unavailable, "could not reserve quota; retry later")
+		return ad, Refuse(Unavailable, "could not reserve quota; retry later")
 	}
 	return ad, nil
 }

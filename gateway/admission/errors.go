@@ -3,8 +3,6 @@ package admission
 import (
 	"net/http"
 	"time"
-
-	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
 // Reason is why a request was refused. Each protocol family renders it in
@@ -43,8 +41,6 @@ type Error struct {
 	Type string
 	// RetryAfter is the wait a rate-limit refusal advises.
 	RetryAfter time.Duration
-	// RouteType is the model's family on a WrongFamily refusal.
-	RouteType v1.ModelType
 }
 
 func (e *Error) Error() string { return string(e.Reason) + ": " + e.Message }
@@ -77,12 +73,10 @@ var statusOf = map[Reason]int{
 	Internal:            http.StatusInternalServerError,
 }
 
-func refuse(r Reason, message string) *Error {
+// Refuse makes a refusal with its reason's status.
+func Refuse(r Reason, message string) *Error {
 	return &Error{Reason: r, Status: statusOf[r], Message: message}
 }
-
-// Refuse makes a refusal of a subject's check.
-func Refuse(r Reason, message string) *Error { return refuse(r, message) }
 
 // InvalidWith is a subject's check refusing the request with a status
 // and the contract's error type of its own.

@@ -22,6 +22,31 @@ var weatherSchema = map[string]any{
 	"required":   []string{"city"},
 }
 
+// weatherTools is the one function tool the tool specs offer.
+func weatherTools() []openai.ChatCompletionToolUnionParam {
+	return []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+		Name: "get_weather", Description: openai.String("Current weather of a city"), Parameters: weatherSchema,
+	})}
+}
+
+// chatCompletion sends params through the official OpenAI SDK: one answer,
+// or a stream (with its usage chunk) accumulated into one.
+func chatCompletion(ctx context.Context, g Gomega, c openai.Client, params openai.ChatCompletionNewParams, stream bool) openai.ChatCompletion {
+	if !stream {
+		cc, err := c.Chat.Completions.New(ctx, params)
+		g.Expect(err).NotTo(HaveOccurred())
+		return *cc
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := c.Chat.Completions.NewStreaming(ctx, params)
+	acc := openai.ChatCompletionAccumulator{}
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	g.Expect(s.Err()).NotTo(HaveOccurred())
+	return acc.ChatCompletion
+}
+
 var _ = Describe("Tool round trips across protocols", func() {
 	// A messages client declares a tool; the
 	// OpenAI upstream (reached through chat completions) answers with a tool
@@ -138,9 +163,7 @@ var _ = Describe("Tool round trips across protocols", func() {
 		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "anthropic", fake.URL, fake.Key(), "claude-upstream"))
 		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
 		c := openaiClient(acct.Key)
-		tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
-			Name: "get_weather", Description: openai.String("Current weather of a city"), Parameters: weatherSchema,
-		})}
+		tools := weatherTools()
 
 		var total int64
 		for i, stream := range []bool{false, true} {
@@ -152,22 +175,7 @@ var _ = Describe("Tool round trips across protocols", func() {
 			)
 			params := openai.ChatCompletionNewParams{Model: model, Tools: tools,
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")}}
-			send := func() openai.ChatCompletion {
-				if !stream {
-					cc, err := c.Chat.Completions.New(ctx, params)
-					g.Expect(err).NotTo(HaveOccurred())
-					return *cc
-				}
-				p := params
-				p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-				s := c.Chat.Completions.NewStreaming(ctx, p)
-				acc := openai.ChatCompletionAccumulator{}
-				for s.Next() {
-					acc.AddChunk(s.Current())
-				}
-				g.Expect(s.Err()).NotTo(HaveOccurred())
-				return acc.ChatCompletion
-			}
+			send := func() openai.ChatCompletion { return chatCompletion(ctx, g, c, params, stream) }
 
 			first := send()
 			g.Expect(first.Choices).To(HaveLen(1))

@@ -151,9 +151,7 @@ var _ = Describe("The Bedrock upstream", func() {
 		textModel(t, framework.SystemNamespace, model, bedrockBackend(t, "aws", fake, "amazon.nova-pro-v1:0"))
 		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
 		c := openaiClient(acct.Key)
-		tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
-			Name: "get_weather", Description: openai.String("Current weather of a city"), Parameters: weatherSchema,
-		})}
+		tools := weatherTools()
 
 		var total int64
 		for _, stream := range []bool{false, true} {
@@ -164,22 +162,7 @@ var _ = Describe("The Bedrock upstream", func() {
 			)
 			params := openai.ChatCompletionNewParams{Model: model, Tools: tools,
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")}}
-			send := func() openai.ChatCompletion {
-				if !stream {
-					cc, err := c.Chat.Completions.New(ctx, params)
-					g.Expect(err).NotTo(HaveOccurred())
-					return *cc
-				}
-				p := params
-				p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-				s := c.Chat.Completions.NewStreaming(ctx, p)
-				acc := openai.ChatCompletionAccumulator{}
-				for s.Next() {
-					acc.AddChunk(s.Current())
-				}
-				g.Expect(s.Err()).NotTo(HaveOccurred())
-				return acc.ChatCompletion
-			}
+			send := func() openai.ChatCompletion { return chatCompletion(ctx, g, c, params, stream) }
 
 			first := send()
 			g.Expect(first.Choices).To(HaveLen(1))

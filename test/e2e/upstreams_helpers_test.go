@@ -136,21 +136,7 @@ func ask(t testing.TB, proto string, stream bool, key, model, prompt string) cli
 	case "chat":
 		c := openaiClient(key)
 		params := openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
-		var cc openai.ChatCompletion
-		if stream {
-			params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-			s := c.Chat.Completions.NewStreaming(ctx, params)
-			acc := openai.ChatCompletionAccumulator{}
-			for s.Next() {
-				acc.AddChunk(s.Current())
-			}
-			g.Expect(s.Err()).NotTo(HaveOccurred())
-			cc = acc.ChatCompletion
-		} else {
-			r, err := c.Chat.Completions.New(ctx, params)
-			g.Expect(err).NotTo(HaveOccurred())
-			cc = *r
-		}
+		cc := chatCompletion(ctx, g, c, params, stream)
 		g.Expect(cc.Model).To(Equal(model))
 		g.Expect(cc.Choices).To(HaveLen(1))
 		v.Text, v.Stop = cc.Choices[0].Message.Content, cc.Choices[0].FinishReason

@@ -145,15 +145,7 @@ func (f *Ark) Requests() []Request { return cloneRequests(&f.mu, &f.reqs) }
 
 // Count counts the requests received with method whose path starts with
 // prefix.
-func (f *Ark) Count(method, prefix string) int {
-	n := 0
-	for _, r := range f.Requests() {
-		if r.Method == method && strings.HasPrefix(r.Path, prefix) {
-			n++
-		}
-	}
-	return n
-}
+func (f *Ark) Count(method, prefix string) int { return countRequests(f.Requests(), method, prefix) }
 
 // Status is video task id's status ("" for an unknown or deleted task).
 func (f *Ark) Status(id string) string {

@@ -115,13 +115,7 @@ func (f *DashScope) Requests() []Request { return cloneRequests(&f.mu, &f.reqs) 
 // Count counts the requests received with method whose path starts with
 // prefix.
 func (f *DashScope) Count(method, prefix string) int {
-	n := 0
-	for _, r := range f.Requests() {
-		if r.Method == method && strings.HasPrefix(r.Path, prefix) {
-			n++
-		}
-	}
-	return n
+	return countRequests(f.Requests(), method, prefix)
 }
 
 // Status is task id's status ("" for an unknown task).

@@ -269,6 +269,18 @@ func (s *Server) Requests() []Request {
 	return cloneRequests(&s.mu, &s.reqs)
 }
 
+// countRequests counts the requests with method whose path starts with
+// prefix.
+func countRequests(reqs []Request, method, prefix string) int {
+	n := 0
+	for _, r := range reqs {
+		if r.Method == method && strings.HasPrefix(r.Path, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // cloneRequests copies a fake's request log under its lock.
 func cloneRequests(mu *sync.Mutex, log *[]Request) []Request {
 	mu.Lock()

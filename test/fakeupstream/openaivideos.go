@@ -96,13 +96,7 @@ func (f *OpenAIVideos) Requests() []Request { return cloneRequests(&f.mu, &f.req
 // Count counts the requests received with method whose path starts with
 // prefix.
 func (f *OpenAIVideos) Count(method, prefix string) int {
-	n := 0
-	for _, r := range f.Requests() {
-		if r.Method == method && strings.HasPrefix(r.Path, prefix) {
-			n++
-		}
-	}
-	return n
+	return countRequests(f.Requests(), method, prefix)
 }
 
 // Deleted reports whether video id was deleted.
