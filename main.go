@@ -104,6 +104,13 @@ type common struct {
 	database        string
 	systemNamespace string
 	devLogs         bool
+	pprofAddr       string
+}
+
+// registerPprof adds --pprof-bind-address: net/http/pprof on a private
+// port for profiling a running process; off by default.
+func registerPprof(fs *flag.FlagSet, addr *string) {
+	fs.StringVar(addr, "pprof-bind-address", "", "address of the net/http/pprof endpoint (e.g. 127.0.0.1:6060); empty disables")
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -113,6 +120,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.systemNamespace, "system-namespace", envOr("MODELGATE_SYSTEM_NAMESPACE", "modelgate-system"),
 		"namespace of platform-wide ModelRoutes and PriceRules")
 	fs.BoolVar(&c.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
+	registerPprof(fs, &c.pprofAddr)
 	registerNetGuard(fs)
 }
 
@@ -278,7 +286,7 @@ func runManager(ctx context.Context, args []string) error {
 	var g gatewayFlags
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
-		MetricsAddr: m.metricsAddr, ProbeAddr: m.probeAddr, LeaderElection: m.leaderElect,
+		MetricsAddr: m.metricsAddr, ProbeAddr: m.probeAddr, LeaderElection: m.leaderElect, PprofAddr: c.pprofAddr,
 		Controllers: &controllers.Options{SyncPeriod: m.syncPeriod, ReviewDeadline: m.reviewDeadline,
 			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping, Concurrency: m.concurrency},
 		ManagerBlobs: g.options(""),
@@ -378,7 +386,7 @@ func runGateway(ctx context.Context, args []string) error {
 	opts := g.options(envOr("MODELGATE_SPOOL_DIR", os.TempDir()))
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
-		MetricsAddr: g.metricsAddr, Gateway: &opts,
+		MetricsAddr: g.metricsAddr, Gateway: &opts, PprofAddr: c.pprofAddr,
 	})
 	if err != nil {
 		return err
@@ -407,6 +415,7 @@ type devFlags struct {
 	samplesDir string
 	database   string
 	housekeep  housekeeping.Keeper
+	pprofAddr  string
 }
 
 // runDev starts the embedded system: local control plane, SQLite ledger,
@@ -424,6 +433,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&d.database, "database", "", "ledger DSN, e.g. postgres://user@localhost/modelgate for a PostgreSQL you already run; default: SQLite in the data directory")
 	registerHousekeeping(fs, &d.housekeep)
 	registerNetGuard(fs)
+	registerPprof(fs, &d.pprofAddr)
 	_ = fs.Parse(args)
 	setupLogs(true)
 	log := ctrl.Log.WithName("dev")
@@ -466,7 +476,7 @@ func runDev(ctx context.Context, args []string) error {
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: cp.Config, Ledger: ledger, SystemNamespace: *sysNS,
 		Controllers: &controllers.Options{SyncPeriod: 10 * time.Second, Housekeeping: d.housekeep},
-		Gateway:     &opts,
+		Gateway:     &opts, PprofAddr: d.pprofAddr,
 	})
 	if err != nil {
 		return err

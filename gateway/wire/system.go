@@ -37,6 +37,8 @@ type SystemOptions struct {
 	// MetricsAddr and ProbeAddr are the manager's metrics and health
 	// endpoints; "0" (or empty) turns one off.
 	MetricsAddr, ProbeAddr string
+	// PprofAddr serves net/http/pprof when set (off by default).
+	PprofAddr string
 	// LeaderElection elects one active controller set among manager
 	// replicas. The gateway runs on every replica either way.
 	LeaderElection bool
@@ -101,6 +103,11 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 		return nil, err
 	}
 	s := &System{Manager: mgr}
+	if o.PprofAddr != "" && o.PprofAddr != "0" {
+		if err := mgr.Add(pprofServer{addr: o.PprofAddr}); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.openBlobs(o); err != nil {
 		return nil, err
 	}
