@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"unicode/utf8"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/translate"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
@@ -46,25 +49,66 @@ func openAIFail(w http.ResponseWriter, status int, code, msg string) {
 	apierr.OpenAI(w, status, typ, code, msg)
 }
 
-// fields is a JSON object's top-level members, undecoded.
-type fields map[string]json.RawMessage
+// fields is a JSON object's top-level members, undecoded: raw values that
+// alias the body, in order. Reading a member takes the last one of its name,
+// as encoding/json does when it decodes an object into a map.
+type fields []member
 
+type member struct{ key, value json.RawMessage }
+
+// decodeObject checks the body is one valid JSON object and lists its
+// members. The walk allocates nothing per member (the body is validated
+// once, without decoding): the request path reads a handful of fields of
+// bodies that may be megabytes of conversation.
 func decodeObject(body []byte) (fields, string) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, "the request body must be a JSON object"
 	}
-	var f fields
-	if err := json.Unmarshal(trimmed, &f); err != nil {
+	if !json.Valid(trimmed) {
+		var m map[string]json.RawMessage // for the decoder's account of where it breaks
+		err := json.Unmarshal(trimmed, &m)
 		return nil, "the request body is not valid JSON: " + err.Error()
 	}
+	f := make(fields, 0, 16)
+	translate.Members(trimmed, func(k, v []byte) bool {
+		f = append(f, member{key: k, value: v})
+		return true
+	})
 	return f, ""
 }
 
-func (f fields) has(name string) bool {
-	v, ok := f[name]
-	return ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+// raw is the member's value, nil when absent.
+func (f fields) raw(name string) json.RawMessage {
+	for i := len(f) - 1; i >= 0; i-- {
+		if translate.KeyIs(f[i].key, name) {
+			return f[i].value
+		}
+	}
+	return nil
 }
+
+func (f fields) has(name string) bool {
+	v := f.raw(name)
+	return v != nil && !bytes.Equal(v, []byte("null"))
+}
+
+// plainString reads a JSON string without escapes or non-ASCII bytes, the
+// common case, which needs no decoder; ok is false for anything else.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return "", false
+		}
+	}
+	return string(v[1 : len(v)-1]), true
+}
+
+// isNumber reports whether v is a JSON number literal (v is valid JSON).
+func isNumber(v []byte) bool { return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) }
 
 func (f fields) str(name string, required bool) (string, string) {
 	if !f.has(name) {
@@ -73,8 +117,8 @@ func (f fields) str(name string, required bool) (string, string) {
 		}
 		return "", ""
 	}
-	var s string
-	if err := json.Unmarshal(f[name], &s); err != nil {
+	s, ok := plainString(f.raw(name))
+	if !ok && json.Unmarshal(f.raw(name), &s) != nil {
 		return "", name + ": must be a string"
 	}
 	if required && s == "" {
@@ -87,11 +131,13 @@ func (f fields) boolean(name string) (bool, string) {
 	if !f.has(name) {
 		return false, ""
 	}
-	var b bool
-	if err := json.Unmarshal(f[name], &b); err != nil {
-		return false, name + ": must be a boolean"
+	switch string(f.raw(name)) {
+	case "true":
+		return true, ""
+	case "false":
+		return false, ""
 	}
-	return b, ""
+	return false, name + ": must be a boolean"
 }
 
 // integer reads a positive integer; 0 when absent.
@@ -100,7 +146,9 @@ func (f fields) integer(name string, min int64) (int64, string) {
 		return 0, ""
 	}
 	var n json.Number
-	if err := json.Unmarshal(f[name], &n); err != nil {
+	if v := f.raw(name); isNumber(v) {
+		n = json.Number(v)
+	} else if err := json.Unmarshal(v, &n); err != nil { // a quoted number decodes too
 		return 0, name + ": must be an integer"
 	}
 	v, err := n.Int64()
@@ -117,8 +165,12 @@ func (f fields) number(name string, lo, hi float64) string {
 	if !f.has(name) {
 		return ""
 	}
-	var v float64
-	if err := json.Unmarshal(f[name], &v); err != nil {
+	raw := f.raw(name)
+	if !isNumber(raw) {
+		return name + ": must be a number"
+	}
+	v, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
 		return name + ": must be a number"
 	}
 	if v < lo || v > hi {
@@ -127,6 +179,7 @@ func (f fields) number(name string, lo, hi float64) string {
 	return ""
 }
 
+// array lists the elements of an array member (aliasing the body).
 func (f fields) array(name string, required bool) ([]json.RawMessage, string) {
 	if !f.has(name) {
 		if required {
@@ -135,7 +188,10 @@ func (f fields) array(name string, required bool) ([]json.RawMessage, string) {
 		return nil, ""
 	}
 	var a []json.RawMessage
-	if err := json.Unmarshal(f[name], &a); err != nil {
+	if !translate.Elements(f.raw(name), func(v []byte) bool {
+		a = append(a, v)
+		return true
+	}) {
 		return nil, name + ": must be an array"
 	}
 	return a, ""
@@ -176,7 +232,7 @@ func parseMessages(body []byte) (textRequest, string) {
 		}
 	}
 	if f.has("system") {
-		if msg := checkContent("system", f["system"]); msg != "" {
+		if msg := checkContent("system", f.raw("system")); msg != "" {
 			return req, msg
 		}
 	}
@@ -200,7 +256,7 @@ func checkStopSequences(f fields) string {
 		return ""
 	}
 	var s []string
-	if err := json.Unmarshal(f["stop_sequences"], &s); err != nil {
+	if err := json.Unmarshal(f.raw("stop_sequences"), &s); err != nil {
 		return "stop_sequences: must be an array of strings"
 	}
 	return ""
@@ -315,19 +371,51 @@ func parseChat(body []byte) (textRequest, string) {
 		return req, "messages: at least one message is required"
 	}
 	for i, raw := range msgs {
-		var m struct {
-			Role string `json:"role"`
-		}
-		if err := json.Unmarshal(raw, &m); err != nil {
+		role, ok := chatRole(raw)
+		if !ok {
 			return req, fmt.Sprintf("messages[%d]: must be an object", i)
 		}
-		switch m.Role {
+		switch role {
 		case "system", "developer", "user", "assistant", "tool", "function":
 		default:
 			return req, fmt.Sprintf("messages[%d].role: must be one of system, developer, user, assistant, tool", i)
 		}
 	}
 	return req, ""
+}
+
+// chatRole reads a chat message's role as decoding it into
+// struct{Role string} would (ok false where that fails), without the
+// decoder in the common case: an object whose role is a plain string.
+// Anything else is left to the decoder.
+func chatRole(raw json.RawMessage) (role string, ok bool) {
+	plain := true
+	isObject := translate.Members(raw, func(k, v []byte) bool {
+		key := k[1 : len(k)-1]
+		switch {
+		case bytes.IndexByte(key, '\\') >= 0:
+			plain = false // an escaped key may spell role: the decoder decides
+		case !bytes.EqualFold(key, []byte("role")):
+			return true
+		case string(key) != "role":
+			plain = false // encoding/json matches field names case-insensitively
+		case string(v) == "null":
+			return true // and leaves a field unchanged for null
+		default:
+			role, plain = plainString(v)
+		}
+		return plain
+	})
+	if isObject && plain {
+		return role, true
+	}
+	var m struct {
+		Role string `json:"role"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", false
+	}
+	return m.Role, true
 }
 
 // parseResponses validates a responses body (OpenAI Responses API).
@@ -351,14 +439,14 @@ func parseResponses(body []byte) (textRequest, string) {
 	}
 	var s string
 	var items []json.RawMessage
-	if json.Unmarshal(f["input"], &s) != nil && json.Unmarshal(f["input"], &items) != nil {
+	if json.Unmarshal(f.raw("input"), &s) != nil && json.Unmarshal(f.raw("input"), &items) != nil {
 		return req, "input: must be a string or an array of input items"
 	}
 	if f.has("reasoning") {
 		var r struct {
 			Effort *string `json:"effort"`
 		}
-		if err := json.Unmarshal(f["reasoning"], &r); err != nil {
+		if err := json.Unmarshal(f.raw("reasoning"), &r); err != nil {
 			return req, "reasoning: must be an object"
 		}
 		if r.Effort != nil {
@@ -392,7 +480,7 @@ func checkTools(f fields) string {
 	}
 	if f.has("tool_choice") {
 		var s string
-		if json.Unmarshal(f["tool_choice"], &s) == nil {
+		if json.Unmarshal(f.raw("tool_choice"), &s) == nil {
 			switch s {
 			case "auto", "none", "required":
 			default:

@@ -93,35 +93,50 @@ func fieldSpan(data []byte, keys []string) (int, int, bool) {
 // objectMember finds key in the object starting at data[i] and returns the
 // span of its value.
 func objectMember(data []byte, i int, key string) (int, int, bool) {
+	vs, ve, found := 0, 0, false
+	members(data, i, func(ks, ke, s, e int) bool {
+		if keyEqual(data[ks:ke], key) {
+			vs, ve, found = s, e, true
+			return false
+		}
+		return true
+	})
+	return vs, ve, found
+}
+
+// members calls fn with the spans of each key (quoted) and value of the
+// object starting at data[i], in order, until fn returns false. It reports
+// false when the object is malformed before fn stopped it.
+func members(data []byte, i int, fn func(ks, ke, vs, ve int) bool) bool {
 	i = skipWS(data, i)
 	if i >= len(data) || data[i] != '{' {
-		return 0, 0, false
+		return false
 	}
 	i++
 	for {
 		i = skipWS(data, i)
-		if i >= len(data) || data[i] == '}' {
-			return 0, 0, false
+		if i < len(data) && data[i] == '}' {
+			return true
 		}
-		if data[i] != '"' {
-			return 0, 0, false
+		if i >= len(data) || data[i] != '"' {
+			return false
 		}
 		ke, ok := skipString(data, i)
 		if !ok {
-			return 0, 0, false
+			return false
 		}
-		match := keyEqual(data[i:ke], key)
+		ks := i
 		i = skipWS(data, ke)
 		if i >= len(data) || data[i] != ':' {
-			return 0, 0, false
+			return false
 		}
 		vs := skipWS(data, i+1)
 		ve, ok := skipValue(data, vs)
 		if !ok {
-			return 0, 0, false
+			return false
 		}
-		if match {
-			return vs, ve, true
+		if !fn(ks, ke, vs, ve) {
+			return true
 		}
 		i = skipWS(data, ve)
 		if i < len(data) && data[i] == ',' {
@@ -129,6 +144,45 @@ func objectMember(data []byte, i int, key string) (int, int, bool) {
 		}
 	}
 }
+
+// Members calls fn with each member of the JSON object in data (the key
+// still quoted, see KeyIs; both alias data) until fn returns false. It
+// reports false when data is not an object. It checks structure only as
+// far as it walks: validate the document first (json.Valid).
+func Members(data []byte, fn func(key, value []byte) bool) bool {
+	return members(data, 0, func(ks, ke, vs, ve int) bool { return fn(data[ks:ke], data[vs:ve]) })
+}
+
+// Elements calls fn with each element of the JSON array in data (aliasing
+// data) until fn returns false. It reports false when data is not an array.
+func Elements(data []byte, fn func(value []byte) bool) bool {
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return false
+	}
+	i++
+	for {
+		i = skipWS(data, i)
+		if i < len(data) && data[i] == ']' {
+			return true
+		}
+		e, ok := skipValue(data, i)
+		if !ok {
+			return false
+		}
+		if !fn(data[i:e]) {
+			return true
+		}
+		i = skipWS(data, e)
+		if i < len(data) && data[i] == ',' {
+			i++
+		}
+	}
+}
+
+// KeyIs reports whether a quoted member key (from Members) is name, with
+// its escapes decoded, as encoding/json compares map keys.
+func KeyIs(quoted []byte, name string) bool { return keyEqual(quoted, name) }
 
 func keyEqual(quoted []byte, key string) bool {
 	inner := quoted[1 : len(quoted)-1]
