@@ -68,7 +68,7 @@ test: envtest lint ## Lint, then run every test: unit, envtest suites, end to en
 FUZZ_TARGETS := \
 	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
 	./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel \
-	./gateway/handlers:FuzzParseText ./gateway/upstream:FuzzStreamFromBody \
+	./gateway/handlers:FuzzParseText ./gateway/handlers:FuzzFieldsMatchDecoder ./gateway/upstream:FuzzStreamFromBody \
 	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
 FUZZTIME ?= 3s
 
