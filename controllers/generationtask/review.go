@@ -299,16 +299,22 @@ func (noCopier) Copy(context.Context, string, string, string) (uploads.Object, e
 // has no private asset library (review is skipped and the channel's own
 // media processing applies). Backend option "assetLibrary" names a
 // registered reviewer, or "none"; without it, a provider that is itself a
-// reviewer (the simulated one) reviews its own channels, any other has none.
+// reviewer (the simulated one, Ark) reviews its own channels, any other has
+// none. A reviewer that needs configuration (Ark's asset group) reviews only
+// the backends that have it.
 func (r *Reconciler) reviewer(b *v1.Backend) upstream.AssetReviewer {
 	lib, ok := b.Options["assetLibrary"]
 	if !ok {
 		lib = b.Provider
 	}
-	if rv, found := r.Upstreams.Reviewer(lib); found {
-		return rv
+	rv, found := r.Upstreams.Reviewer(lib)
+	if !found {
+		return nil
 	}
-	return nil
+	if br, ok := rv.(upstream.BackendReviewer); ok && !br.ReviewsBackend(upstream.Backend{Name: b.Name, Provider: b.Provider, Options: b.Options}) {
+		return nil
+	}
+	return rv
 }
 
 // roundUp rounds a wait up to whole seconds (status times have second

@@ -51,6 +51,13 @@ type AssetReviewer interface {
 	Decide(ctx context.Context, b Backend, a ReviewAsset, now time.Time) (ReviewDecision, error)
 }
 
+// BackendReviewer is an AssetReviewer that has a library only on backends
+// configured for it (Ark: an asset group); other backends of its provider
+// skip review, as channels without a private asset library do.
+type BackendReviewer interface {
+	ReviewsBackend(b Backend) bool
+}
+
 // Entry names one adapter. An adapter has one or more capabilities,
 // found by type assertion: TextProvider, TaskAdapter (and Canceler),
 // AssetReviewer.
