@@ -96,7 +96,7 @@ func (Adapter) ReviewsBackend(b upstream.Backend) bool {
 // library (429, 5xx, network) leaves the asset pending; a refused
 // credential or request is an error.
 func (a Adapter) Decide(ctx context.Context, b upstream.Backend, asset upstream.ReviewAsset, _ time.Time) (upstream.ReviewDecision, error) {
-	lib, err := newLibrary(ctx, b)
+	lib, err := newLibrary(ctx, b, a.now)
 	if err != nil {
 		return upstream.ReviewDecision{}, err
 	}
@@ -120,7 +120,7 @@ type library struct {
 	now                      func() time.Time
 }
 
-func newLibrary(ctx context.Context, b upstream.Backend) (*library, error) {
+func newLibrary(ctx context.Context, b upstream.Backend, now func() time.Time) (*library, error) {
 	group := strings.TrimSpace(b.Options[OptionAssetGroupID])
 	if group == "" {
 		return nil, fmt.Errorf("backend %q (ark) has no options.%s", b.Name, OptionAssetGroupID)
@@ -132,7 +132,7 @@ func newLibrary(ctx context.Context, b upstream.Backend) (*library, error) {
 	creds.Service, creds.Region = AssetService, optionOr(b, OptionAssetRegion, DefaultAssetRegion)
 	lib := &library{endpoint: strings.TrimRight(optionOr(b, OptionAssetEndpoint, DefaultAssetEndpoint), "/"),
 		group: group, project: strings.TrimSpace(b.Options[OptionAssetProject]), creds: creds,
-		poll: DefaultAssetPoll, timeout: b.TimeoutOr(DefaultTaskTimeout), now: time.Now}
+		poll: DefaultAssetPoll, timeout: b.TimeoutOr(DefaultTaskTimeout), now: now}
 	if d, err := time.ParseDuration(b.Options[OptionAssetPoll]); err == nil && d > 0 {
 		lib.poll = d
 	}
