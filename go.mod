@@ -25,6 +25,7 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	github.com/shopspring/decimal v1.5.0
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
+	github.com/volcengine/volc-sdk-golang v1.0.23
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0

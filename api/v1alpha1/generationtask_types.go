@@ -264,6 +264,11 @@ type ReviewAsset struct {
 	// receives a signed link to it, never the source URL.
 	// +optional
 	Copy string `json:"copy,omitempty"`
+	// upstreamRef is the channel library's own reference of the asset
+	// (Ark's asset://<id>): the upstream receives it in place of the copy.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	UpstreamRef string `json:"upstreamRef,omitempty"`
 	// durationMillis is a video's or audio's duration read from the
 	// copy's headers (what pricing and the 15-second totals use).
 	// +optional

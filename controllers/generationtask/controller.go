@@ -45,6 +45,7 @@ type Ledger interface {
 	UpsertTask(ctx context.Context, rec store.TaskRecord) error
 	PrepareReviewAsset(ctx context.Context, a store.ReviewAsset, now time.Time) (store.ReviewAsset, error)
 	DecideReviewAsset(ctx context.Context, a store.ReviewAsset, state string, now time.Time) (store.ReviewAsset, error)
+	RecordReviewRef(ctx context.Context, a store.ReviewAsset, ref string) (store.ReviewAsset, error)
 }
 
 var _ Ledger = (*store.Store)(nil)

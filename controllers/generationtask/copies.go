@@ -52,7 +52,10 @@ func inputVideoSeconds(t *v1.GenerationTask, sub *tasks.Submission) int64 {
 // forwardCopies rewrites a stored request so that every reviewed URL asset
 // names its reviewed copy ("blob:<key>", signed when forwarded): the
 // upstream fetches the bytes review checked, never the tenant's URL, which
-// may serve other bytes by now or reach what the upstream should not.
+// may serve other bytes by now or reach what the upstream should not. An
+// asset the channel's library keeps (upstreamRef, Ark's asset://<id>) is
+// named by that reference instead, in place of the URL or of the inline
+// image's "blob:<key>".
 func forwardCopies(request []byte, t *v1.GenerationTask) ([]byte, error) {
 	round := passedRound(t)
 	if round == nil {
@@ -60,7 +63,13 @@ func forwardCopies(request []byte, t *v1.GenerationTask) ([]byte, error) {
 	}
 	copies := map[string]string{}
 	for _, a := range round.Assets {
-		if a.Copy != "" && !strings.HasPrefix(a.URL, media.InlineKeyPrefix) {
+		inline := strings.HasPrefix(a.URL, media.InlineKeyPrefix)
+		switch {
+		case a.UpstreamRef != "" && !inline:
+			copies[a.URL] = a.UpstreamRef
+		case a.UpstreamRef != "" && a.Copy != "":
+			copies[tasks.BlobScheme+a.Copy] = a.UpstreamRef
+		case a.Copy != "" && !inline:
 			copies[a.URL] = tasks.BlobScheme + a.Copy
 		}
 	}

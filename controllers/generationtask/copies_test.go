@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/tasks"
 )
@@ -51,6 +53,35 @@ func TestForwardCopiesNamesTheReviewedCopy(t *testing.T) {
 	same, err := forwardCopies(req, reviewedTask(v1.ReviewPending, task.Status.ReviewRounds[0].Assets...))
 	if err != nil || string(same) != string(req) {
 		t.Errorf("a round that has not passed must leave the request alone: %s, %v", same, err)
+	}
+}
+
+// TestForwardCopiesNamesTheLibraryReference: an asset the channel's
+// library keeps is sent as its reference, in place of the tenant's URL or
+// the inline image's stored blob; assets without one keep their copies.
+func TestForwardCopiesNamesTheLibraryReference(t *testing.T) {
+	req := []byte(`{"prompt":"asset://nothing","video_with_roles":[{"url":"https://cdn.example/v.mp4","role":"reference_video"}],` +
+		`"reference_images":["https://cdn.example/a.png","blob:tenants/t/inline.png"],` +
+		`"audio_with_roles":[{"url":"https://cdn.example/a.mp3","role":"reference_audio"}]}`)
+	task := reviewedTask(v1.ReviewPassed,
+		v1.ReviewAsset{URL: "https://cdn.example/v.mp4", Type: "video", State: v1.ReviewPassed, Copy: "tenants/t/review-assets/v.mp4", UpstreamRef: "asset://asset-v"},
+		v1.ReviewAsset{URL: "https://cdn.example/a.png", Type: "image", State: v1.ReviewPassed, Copy: "tenants/t/review-assets/a.png"},
+		v1.ReviewAsset{URL: "sha256:00", Type: "image", State: v1.ReviewPassed, Copy: "tenants/t/inline.png", UpstreamRef: "asset://asset-i"},
+		v1.ReviewAsset{URL: "https://cdn.example/a.mp3", Type: "audio", State: v1.ReviewPassed, Copy: "tenants/t/review-assets/a.mp3", UpstreamRef: "asset://asset-a"})
+	out, err := forwardCopies(req, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"prompt": "asset://nothing",
+		"video_with_roles": []any{map[string]any{"url": "asset://asset-v", "role": "reference_video"}},
+		"reference_images": []any{tasks.BlobScheme + "tenants/t/review-assets/a.png", "asset://asset-i"},
+		"audio_with_roles": []any{map[string]any{"url": "asset://asset-a", "role": "reference_audio"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("forwarded request (-want +got):\n%s", diff)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 // AssetCopier stores a copy of a review asset fetched from its URL; a
@@ -66,7 +67,7 @@ func (p *pass) review(ctx context.Context, j *job) (passed bool, res ctrl.Result
 			return false, ctrl.Result{}, p.fail(ctx, j.t,
 				fmt.Sprintf("private asset review could not use the %s asset %s: %s; no video generation fee is charged", a.Type, a.URL, prep.refusal))
 		}
-		a.Copy = prep.copyKey
+		a.Copy, a.UpstreamRef = prep.copyKey, prep.ref
 		if prep.state == v1.ReviewRejected {
 			round.Outcome = v1.ReviewRejected
 			return false, ctrl.Result{}, p.fail(ctx, j.t,
@@ -120,13 +121,19 @@ func (p *pass) openRound(ctx context.Context, j *job) (*v1.ReviewRound, error) {
 }
 
 // preparation is where one asset's review stands: its state, when to look
-// again while pending, why it cannot be used (refusal: the task fails) and
-// the key of its stored copy.
+// again while pending, why it cannot be used (refusal: the task fails), the
+// key of its stored copy and the channel library's reference of it.
 type preparation struct {
 	state   string
 	wait    time.Duration
 	refusal string
 	copyKey string
+	ref     string
+}
+
+// prepared is the preparation of a record as stored.
+func prepared(rec store.ReviewAsset) preparation {
+	return preparation{state: rec.State, copyKey: rec.BlobKey, ref: rec.UpstreamRef}
 }
 
 // prepareAsset looks up or starts the asset's shared preparation, copies a
@@ -156,22 +163,50 @@ func (p *pass) prepareAsset(ctx context.Context, j *job, svc upstream.AssetRevie
 		}
 	}
 	if rec.State != store.ReviewPending {
-		return preparation{state: rec.State, copyKey: rec.BlobKey}, nil
+		return prepared(rec), nil
 	}
-	b := j.backend
-	state, wait, err := svc.Decide(ctx, upstream.Backend{Name: b.Name, Provider: b.Provider, BaseURL: b.BaseURL, Options: b.Options},
-		upstream.ReviewAsset{Type: rec.Type, Key: rec.Key, PreparedAt: rec.PreparedAt}, p.now)
+	d, err := p.decide(ctx, j, svc, rec)
 	if err != nil {
-		log.FromContext(ctx).Error(err, "asset review service", "backend", b.Name)
-		return preparation{state: store.ReviewPending, wait: minPoll * 4, copyKey: rec.BlobKey}, nil
+		log.FromContext(ctx).Error(err, "asset review service", "backend", j.backend.Name)
+		out := prepared(rec)
+		out.wait = minPoll * 4
+		return out, nil
 	}
-	if state == store.ReviewPending {
-		return preparation{state: state, wait: max(wait, minPoll), copyKey: rec.BlobKey}, nil
+	if d.State == store.ReviewPending {
+		if d.Ref != "" && d.Ref != rec.UpstreamRef {
+			if rec, err = p.Ledger.RecordReviewRef(ctx, rec, d.Ref); err != nil {
+				return preparation{}, fmt.Errorf("record review reference: %w", err)
+			}
+		}
+		out := prepared(rec)
+		out.state, out.wait = store.ReviewPending, max(d.Wait, minPoll)
+		return out, nil
 	}
-	if rec, err = p.Ledger.DecideReviewAsset(ctx, rec, state, p.now); err != nil {
+	if d.Ref != "" {
+		rec.UpstreamRef = d.Ref
+	}
+	if rec, err = p.Ledger.DecideReviewAsset(ctx, rec, d.State, p.now); err != nil {
 		return preparation{}, fmt.Errorf("record review decision: %w", err)
 	}
-	return preparation{state: rec.State, copyKey: rec.BlobKey}, nil
+	return prepared(rec), nil
+}
+
+// decide asks the review service about a pending record, with the
+// backend's credential and a signed link to the record's copy (a library
+// that keeps its own copy fetches it from there: the upstream never
+// receives the tenant's URL).
+func (p *pass) decide(ctx context.Context, j *job, svc upstream.AssetReviewer, rec store.ReviewAsset) (upstream.ReviewDecision, error) {
+	b, err := credential.Resolve(ctx, credential.FromReader(p.Client), j.route.Namespace, j.backend)
+	if err != nil {
+		return upstream.ReviewDecision{}, err
+	}
+	a := upstream.ReviewAsset{Type: rec.Type, Key: rec.Key, PreparedAt: rec.PreparedAt, Ref: rec.UpstreamRef}
+	if rec.BlobKey != "" && p.Blobs != nil {
+		if a.CopyURL, err = p.Blobs.SignedURL(ctx, rec.BlobKey, ResultValidity); err != nil {
+			return upstream.ReviewDecision{}, fmt.Errorf("sign review asset copy: %w", err)
+		}
+	}
+	return svc.Decide(ctx, b, a, p.now)
 }
 
 // reviewFields name the request field of each reviewed media type.
@@ -264,16 +299,22 @@ func (noCopier) Copy(context.Context, string, string, string) (uploads.Object, e
 // has no private asset library (review is skipped and the channel's own
 // media processing applies). Backend option "assetLibrary" names a
 // registered reviewer, or "none"; without it, a provider that is itself a
-// reviewer (the simulated one) reviews its own channels, any other has none.
+// reviewer (the simulated one, Ark) reviews its own channels, any other has
+// none. A reviewer that needs configuration (Ark's asset group) reviews only
+// the backends that have it.
 func (r *Reconciler) reviewer(b *v1.Backend) upstream.AssetReviewer {
 	lib, ok := b.Options["assetLibrary"]
 	if !ok {
 		lib = b.Provider
 	}
-	if rv, found := r.Upstreams.Reviewer(lib); found {
-		return rv
+	rv, found := r.Upstreams.Reviewer(lib)
+	if !found {
+		return nil
 	}
-	return nil
+	if br, ok := rv.(upstream.BackendReviewer); ok && !br.ReviewsBackend(upstream.Backend{Name: b.Name, Provider: b.Provider, Options: b.Options}) {
+		return nil
+	}
+	return rv
 }
 
 // roundUp rounds a wait up to whole seconds (status times have second

@@ -1,6 +1,9 @@
 package generationtask_test
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -10,8 +13,34 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 )
+
+// refLibrary is a review service that keeps its own copy of each asset:
+// the first question creates it (pending, with a reference), the next
+// passes it. It records what it was asked.
+type refLibrary struct {
+	seen []upstream.ReviewAsset
+}
+
+func (l *refLibrary) Decide(_ context.Context, _ upstream.Backend, a upstream.ReviewAsset, _ time.Time) (upstream.ReviewDecision, error) {
+	l.seen = append(l.seen, a)
+	if a.Ref == "" {
+		return upstream.ReviewDecision{State: upstream.ReviewPending, Wait: time.Second, Ref: fmt.Sprintf("lib://%d", len(l.seen))}, nil
+	}
+	return upstream.ReviewDecision{State: upstream.ReviewPassed}, nil
+}
+
+// useLibrary names the review service of the route's simulated backend.
+func useLibrary(name string, options map[string]string) {
+	GinkgoHelper()
+	route := &v1.ModelRoute{}
+	Expect(c.Get(ctx, client.ObjectKey{Namespace: "modelgate-system", Name: "img"}, route)).To(Succeed())
+	route.Spec.Backends[0].Options["assetLibrary"] = name
+	maps.Copy(route.Spec.Backends[0].Options, options)
+	Expect(c.Update(ctx, route)).To(Succeed())
+}
 
 var _ = Describe("GenerationTask reconciler", func() {
 	BeforeEach(setUp)
@@ -119,6 +148,37 @@ var _ = Describe("GenerationTask reconciler", func() {
 			Expect(third.Status.Phase).To(Equal(v1.TaskInProgress))
 			Expect(copies.urls()).To(Equal([]string{"https://cdn.example/shared.png", "https://cdn.example/own.png"}),
 				"each asset is copied once, by the preparation that started it")
+		})
+
+		It("records the library's reference of each asset and asks with the copy's link and that reference", func() {
+			lib := &refLibrary{}
+			r.Upstreams = upstream.NewRegistry(upstream.Entry{Name: "simulated", Adapter: simulated.Media{}},
+				upstream.Entry{Name: "reflib", Adapter: lib})
+			useLibrary("reflib", nil)
+			t := submitReview("https://cdn.example/a.png")
+			pending(t)
+			Expect(t.Status.ReviewRounds[0].Assets[0].UpstreamRef).To(Equal("lib://1"), "recorded while pending")
+			step(t)
+			Expect(t.Status.ReviewRounds[0].Outcome).To(Equal("passed"))
+			Expect(t.Status.ReviewRounds[0].Assets[0].UpstreamRef).To(Equal("lib://1"))
+			Expect(t.Status.Phase).To(Equal(v1.TaskInProgress))
+			Expect(lib.seen).To(HaveLen(2))
+			Expect(lib.seen[0].CopyURL).NotTo(BeEmpty(), "the library is given a link to the copy")
+			Expect(lib.seen[0].CopyURL).NotTo(ContainSubstring("cdn.example"))
+			Expect(lib.seen[1].Ref).To(Equal("lib://1"), "asked again about the asset it created")
+
+			By("a later task reuses the passed record and its reference without asking")
+			again := submitReview("https://cdn.example/a.png")
+			Expect(again.Status.ReviewRounds[0].Assets[0].UpstreamRef).To(Equal("lib://1"))
+			Expect(again.Status.Phase).To(Equal(v1.TaskInProgress))
+			Expect(lib.seen).To(HaveLen(2))
+		})
+
+		It("skips review on an Ark channel without an asset group", func() {
+			useLibrary("ark", nil)
+			t := submitReview("https://cdn.example/a.png")
+			Expect(t.Status.Phase).To(Equal(v1.TaskInProgress))
+			Expect(t.Status.ReviewRounds).To(BeEmpty())
 		})
 
 		It("skips review on a channel without a private asset library", func() {

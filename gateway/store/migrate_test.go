@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/pressly/goose/v3"
@@ -71,6 +72,39 @@ func TestRollupByModelMigration(t *testing.T) {
 		g.Expect(db.QueryRowContext(ctx, `SELECT request_count, quota FROM usage_hourly WHERE user_id = 1 AND hour_start = 7200 AND token_id = 1`).
 			Scan(&n, &quota)).To(Succeed())
 		g.Expect([]int64{n, quota}).To(Equal([]int64{3, 35}))
+	})
+}
+
+// TestReviewUpstreamRefMigration upgrades a ledger at schema version 7
+// with a passed review record: migration 8 keeps it, without a reference,
+// and migrating down drops the column again.
+func TestReviewUpstreamRefMigration(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		p, db := gooseProvider(t, dsn)
+		_, err := p.UpTo(ctx, 7)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = db.ExecContext(ctx, `INSERT INTO review_assets (user_id, channel, asset_type, asset_key, state, blob_key, prepared_at, decided_at, last_used_at)
+			VALUES (1, 'ns/r/b', 'image', 'https://cdn.example/a.png', 'passed', 'k', 1000, 2000, 3000)`)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = p.UpTo(ctx, 8)
+		g.Expect(err).NotTo(HaveOccurred())
+
+		s := openStore(t, dsn)
+		r, err := s.PrepareReviewAsset(ctx, ReviewAsset{UserID: 1, Channel: "ns/r/b", Type: "image", Key: "https://cdn.example/a.png"}, time.UnixMilli(4000))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(r.State).To(Equal(ReviewPassed))
+		g.Expect(r.BlobKey).To(Equal("k"))
+		g.Expect(r.UpstreamRef).To(BeEmpty())
+
+		_, err = p.DownTo(ctx, 7)
+		g.Expect(err).NotTo(HaveOccurred())
+		var n int64
+		g.Expect(db.QueryRowContext(ctx, `SELECT COUNT(*) FROM review_assets`).Scan(&n)).To(Succeed())
+		g.Expect(n).To(Equal(int64(1)))
+		_, err = db.ExecContext(ctx, `SELECT upstream_ref FROM review_assets`)
+		g.Expect(err).To(HaveOccurred(), "the column is gone")
 	})
 }
 

@@ -93,3 +93,54 @@ func TestReviewAssetsAreSharedReusedAndCleaned(t *testing.T) {
 		g.Expect(s.ReviewBlobInUse(ctx, inline.BlobKey)).To(BeFalse())
 	})
 }
+
+// TestReviewAssetUpstreamRef: a library reference is recorded once per
+// preparation (the first wins), kept by the decision and by later reuse,
+// and forgotten when a rejected record is prepared again.
+func TestReviewAssetUpstreamRef(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		t0 := time.UnixMilli(1_800_000_000_000)
+		a := ReviewAsset{UserID: 9, Channel: "ns/seedance/ark", Type: "video", Key: "https://cdn.example/clip.mp4"}
+		r, err := s.PrepareReviewAsset(ctx, a, t0)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(r.UpstreamRef).To(BeEmpty())
+
+		r, err = s.RecordReviewRef(ctx, a, "asset://asset-1")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(r.UpstreamRef).To(Equal("asset://asset-1"))
+		r, err = s.RecordReviewRef(ctx, a, "asset://asset-2")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(r.UpstreamRef).To(Equal("asset://asset-1"), "the first reference recorded is the one every task uses")
+
+		d, err := s.DecideReviewAsset(ctx, a, ReviewPassed, t0.Add(time.Second)) // no reference given: the recorded one stays
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.State).To(Equal(ReviewPassed))
+		g.Expect(d.UpstreamRef).To(Equal("asset://asset-1"))
+		reused, err := s.PrepareReviewAsset(ctx, a, t0.Add(time.Hour))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(reused.UpstreamRef).To(Equal("asset://asset-1"), "a reused record brings its reference")
+		_, err = s.RecordReviewRef(ctx, a, "asset://asset-3")
+		g.Expect(err).NotTo(HaveOccurred())
+		reused, err = s.PrepareReviewAsset(ctx, a, t0.Add(2*time.Hour))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(reused.UpstreamRef).To(Equal("asset://asset-1"), "a decided record's reference is not replaced")
+
+		b := ReviewAsset{UserID: 9, Channel: a.Channel, Type: "image", Key: "https://cdn.example/reject.png"}
+		_, err = s.PrepareReviewAsset(ctx, b, t0)
+		g.Expect(err).NotTo(HaveOccurred())
+		b.UpstreamRef = "asset://asset-4"
+		d, err = s.DecideReviewAsset(ctx, b, ReviewRejected, t0.Add(time.Second))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.UpstreamRef).To(Equal("asset://asset-4"), "a decision records the reference it was about")
+		again, err := s.PrepareReviewAsset(ctx, b, t0.Add(time.Minute))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(again.State).To(Equal(ReviewPending))
+		g.Expect(again.UpstreamRef).To(BeEmpty(), "a new preparation creates a new library asset")
+
+		_, err = s.RecordReviewRef(ctx, a, "")
+		g.Expect(err).To(HaveOccurred())
+	})
+}

@@ -15,6 +15,13 @@ type ReviewAsset struct {
 	Key string
 	// PreparedAt is when the asset's current preparation started.
 	PreparedAt time.Time
+	// CopyURL is a signed link to the asset's reviewed copy in the
+	// gateway's blob store ("" without one): what a library that fetches
+	// the asset itself is given, never the tenant's URL.
+	CopyURL string
+	// Ref is the upstream reference an earlier Decide returned for this
+	// preparation ("" before the first).
+	Ref string
 }
 
 // Review decisions (the ledger's review states).
@@ -24,11 +31,31 @@ const (
 	ReviewRejected = "rejected"
 )
 
+// ReviewDecision is where a reviewer has got with one asset.
+type ReviewDecision struct {
+	// State is ReviewPassed, ReviewRejected or ReviewPending.
+	State string
+	// Wait is how long to wait before asking again while pending.
+	Wait time.Duration
+	// Ref is the channel's own reference of the asset (Ark's
+	// "asset://<id>"), recorded with the preparation and sent upstream in
+	// place of the copy once the asset passed; "" keeps the one recorded.
+	Ref string
+}
+
 // AssetReviewer is a channel's private asset review: it decides one
-// prepared asset, returning ReviewPassed, ReviewRejected, or ReviewPending
-// with how long to wait before asking again.
+// prepared asset. b carries the backend's credential. An error is the
+// review service's or the platform's fault: the asset stays pending and
+// is asked about again, until the round's deadline.
 type AssetReviewer interface {
-	Decide(ctx context.Context, b Backend, a ReviewAsset, now time.Time) (state string, wait time.Duration, err error)
+	Decide(ctx context.Context, b Backend, a ReviewAsset, now time.Time) (ReviewDecision, error)
+}
+
+// BackendReviewer is an AssetReviewer that has a library only on backends
+// configured for it (Ark: an asset group); other backends of its provider
+// skip review, as channels without a private asset library do.
+type BackendReviewer interface {
+	ReviewsBackend(b Backend) bool
 }
 
 // Entry names one adapter. An adapter has one or more capabilities,

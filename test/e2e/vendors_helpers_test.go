@@ -21,7 +21,8 @@ import (
 type vendorModel struct {
 	prefix, provider  string
 	baseURL, upstream string
-	key               string // the fake's API key, stored in a Secret
+	key               string            // the fake's API key, stored in a Secret
+	secret            map[string]string // more keys of that Secret (an access key beside the API key)
 	typ               v1.ModelType
 	profile           v1.ValidationProfile
 	price             v1.PriceRuleSpec
@@ -37,8 +38,12 @@ func (m vendorModel) declare(t testing.TB) string {
 	g := NewWithT(t)
 	ctx := context.Background()
 	model := uniqueModel(m.prefix)
+	data := map[string]string{"apiKey": m.key}
+	for k, v := range m.secret {
+		data[k] = v
+	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "upstream-" + model, Namespace: framework.SystemNamespace},
-		StringData: map[string]string{"apiKey": m.key}}
+		StringData: data}
 	g.Expect(stack.Client.Create(ctx, secret)).To(Succeed())
 	t.Cleanup(func() { _ = stack.Client.Delete(context.Background(), secret) })
 	b := sim(m.provider, m.provider)

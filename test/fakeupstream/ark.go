@@ -44,7 +44,8 @@ import (
 // one.
 //
 // Errors are {"error": {"code", "message", "param", "type"}}. It requires
-// Authorization: Bearer Key(). ArkPlan scripts each task's course,
+// Authorization: Bearer Key(). The private asset library (the Volcengine
+// OpenAPI, signed with an access key) is served at / (ark_assets.go). ArkPlan scripts each task's course,
 // ArkFailure the answers to submissions.
 type Ark struct {
 	*httptest.Server
@@ -57,6 +58,7 @@ type Ark struct {
 	images   map[string][]byte
 	reqs     []Request
 	seq      int
+	lib      arkLibrary
 }
 
 // ArkPlan scripts the image generations and the video tasks submitted
@@ -118,7 +120,8 @@ var arkPixels = regexp.MustCompile(`^([0-9]+)x([0-9]+)$`)
 
 // NewArk starts the fake.
 func NewArk() *Ark {
-	f := &Ark{key: DefaultKey, tasks: map[string]*arkTask{}, images: map[string][]byte{}}
+	f := &Ark{key: DefaultKey, tasks: map[string]*arkTask{}, images: map[string][]byte{},
+		lib: arkLibrary{groups: map[string]string{}, assets: map[string]*arkAsset{}, fetched: map[string][]byte{}}}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
 }
@@ -204,6 +207,10 @@ func (f *Ark) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/tos/"); ok && r.Method == http.MethodGet {
 		f.object(w, rest)
+		return
+	}
+	if r.URL.Path == "/" && r.URL.Query().Has("Action") {
+		f.openAPI(w, r, body)
 		return
 	}
 	auth := r.Header.Get("Authorization")
@@ -439,6 +446,10 @@ func (f *Ark) createTask(w http.ResponseWriter, body []byte) {
 	}
 	if why := arkCheckContent(in.Content); why != "" {
 		invalidParam(w, "content", why)
+		return
+	}
+	if refs := f.inactiveAssets(in.Content); len(refs) > 0 {
+		invalidParam(w, "content", "the assets "+strings.Join(refs, ", ")+" do not exist or are not active")
 		return
 	}
 	ratio, resolution, duration := "16:9", "1080p", 5

@@ -17,6 +17,10 @@
 // succeeded (content.video_url, usage.completion_tokens), failed (error),
 // cancelled or expired; DELETE on the same path cancels a queued task.
 //
+// Private asset library (assets.go): the channel's asset reviewer, through
+// the Volcengine OpenAPI signed with the account's AK/SK; a passed asset
+// reaches Seedance as "asset://<id>".
+//
 // Errors have the shape {"error": {"code", "message", "param", "type"}}:
 // the *SensitiveContentDetected* and *RiskDetection codes are content-policy
 // refusals (HTTP 400), 429 (rate limits, QuotaExceeded, ServerOverloaded)
@@ -44,7 +48,8 @@ const (
 	PathTasks  = "/api/v3/contents/generations/tasks"
 )
 
-// Adapter implements upstream.TaskAdapter and upstream.Canceler.
+// Adapter implements upstream.TaskAdapter, upstream.Canceler and
+// upstream.AssetReviewer.
 type Adapter struct {
 	// Now is the clock for HTTP-date Retry-After values (nil: time.Now).
 	Now func() time.Time

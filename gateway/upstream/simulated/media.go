@@ -271,17 +271,17 @@ const DefaultReviewTime = time.Second
 // "reject" is rejected, one containing "slow" is never decided (its round
 // runs into the deadline), anything else passes — inline images, keyed by
 // their content digest, pass.
-func (Media) Decide(_ context.Context, b upstream.Backend, a upstream.ReviewAsset, now time.Time) (string, time.Duration, error) {
+func (Media) Decide(_ context.Context, b upstream.Backend, a upstream.ReviewAsset, now time.Time) (upstream.ReviewDecision, error) {
 	if strings.Contains(a.Key, "slow") {
-		return upstream.ReviewPending, time.Minute, nil
+		return upstream.ReviewDecision{State: upstream.ReviewPending, Wait: time.Minute}, nil
 	}
 	if left := a.PreparedAt.Add(reviewTime(b)).Sub(now); left > 0 {
-		return upstream.ReviewPending, left, nil
+		return upstream.ReviewDecision{State: upstream.ReviewPending, Wait: left}, nil
 	}
 	if strings.Contains(a.Key, "reject") {
-		return upstream.ReviewRejected, 0, nil
+		return upstream.ReviewDecision{State: upstream.ReviewRejected}, nil
 	}
-	return upstream.ReviewPassed, 0, nil
+	return upstream.ReviewDecision{State: upstream.ReviewPassed}, nil
 }
 
 func reviewTime(b upstream.Backend) time.Duration {

@@ -110,9 +110,10 @@ func TestReviewDecides(t *testing.T) {
 	now := time.Now()
 	b := upstream.Backend{}
 	decide := func(key string, prepared time.Time) string {
-		state, _, err := m.Decide(context.Background(), b, upstream.ReviewAsset{Key: key, PreparedAt: prepared}, now)
+		d, err := m.Decide(context.Background(), b, upstream.ReviewAsset{Key: key, PreparedAt: prepared}, now)
 		g.Expect(err).NotTo(HaveOccurred())
-		return state
+		g.Expect(d.Ref).To(BeEmpty(), "the simulated service keeps no library")
+		return d.State
 	}
 	g.Expect(decide("https://x/a.png", now)).To(Equal(upstream.ReviewPending))
 	g.Expect(decide("https://x/a.png", now.Add(-simulated.DefaultReviewTime))).To(Equal(upstream.ReviewPassed))
