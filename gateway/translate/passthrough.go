@@ -110,17 +110,22 @@ func isEmptyArray(raw []byte) bool {
 	return len(bytes.TrimSpace(raw)) == 2 && raw[0] == '['
 }
 
+// patchModel rewrites the model at the path to the client's model into
+// t.patched: every chunk of a stream names the model, so one buffer serves
+// them all instead of a copy per chunk.
 func (t *StreamTranslator) patchModel(data []byte, keys ...string) []byte {
 	if t.model == "" {
 		return data
 	}
-	cur, ok := FieldRaw(data, keys...)
-	if !ok || (len(cur) == len(t.model)+2 && string(cur[1:len(cur)-1]) == t.model) {
+	s, e, ok := fieldSpan(data, keys)
+	if !ok {
 		return data
 	}
-	out, err := SetString(data, t.model, keys...)
-	if err != nil {
+	if cur := data[s:e]; len(cur) == len(t.model)+2 && string(cur[1:len(cur)-1]) == t.model {
 		return data
 	}
-	return out
+	t.patched = append(t.patched[:0], data[:s]...)
+	t.patched = appendJSONString(t.patched, t.model)
+	t.patched = append(t.patched, data[e:]...)
+	return t.patched
 }

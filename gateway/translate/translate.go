@@ -214,6 +214,9 @@ type StreamTranslator struct {
 	enc      StreamEncoder
 	evs      []StreamEvent
 	out      []Event
+	// patched holds a pass-through event whose model was rewritten: like
+	// out, reused by the next call.
+	patched []byte
 
 	usage       Usage
 	reported    bool
@@ -234,7 +237,8 @@ func NewStreamTranslator(from, to Protocol, clientModel string, opts StreamOptio
 }
 
 // Translate consumes one upstream event and returns the client events it
-// produces (possibly none).
+// produces (possibly none). The events, and their data, are valid until the
+// next call, as the event read from an SSEReader is.
 func (t *StreamTranslator) Translate(ev Event) ([]Event, error) {
 	t.out = t.out[:0]
 	if t.dec == nil {
