@@ -112,3 +112,7 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: envtest ## Load harness: fake upstream, bare reverse proxy and the full gateway under the same load (docs/performance.md). BENCH_FLAGS="-d 20s -cpuprofile /tmp/prof" etc.
 	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go run ./test/bench/cmd/loadbench $(BENCH_FLAGS)
+
+.PHONY: bench-wrk
+bench-wrk: envtest ## The external check: bare proxy and `modelgate dev` in processes of their own under wrk (needs wrk). ROUNDS=5 DURABILITY=process etc.
+	test/bench/wrk.sh

@@ -18,7 +18,10 @@ type ReverseProxy struct {
 }
 
 // StartReverseProxy listens on 127.0.0.1:0 and forwards everything to target.
-func StartReverseProxy(target string) (*ReverseProxy, error) {
+func StartReverseProxy(target string) (*ReverseProxy, error) { return StartReverseProxyOn("127.0.0.1:0", target) }
+
+// StartReverseProxyOn is StartReverseProxy listening on addr.
+func StartReverseProxyOn(addr, target string) (*ReverseProxy, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return nil, err
@@ -28,7 +31,7 @@ func StartReverseProxy(target string) (*ReverseProxy, error) {
 		Transport: newTransport(),
 		// text/event-stream responses are flushed at once by ReverseProxy.
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,8 @@ type UpstreamOptions struct {
 	ChunkDelay time.Duration
 	// Latency is slept before answering (default 0: as fast as possible).
 	Latency time.Duration
+	// Addr is where it listens (default 127.0.0.1:0, a free port).
+	Addr string
 }
 
 // Upstream is a minimal OpenAI-compatible chat completions server on
@@ -67,7 +70,7 @@ const (
 
 var streamTrue = []byte(`"stream":true`)
 
-// StartUpstream listens on 127.0.0.1:0 and serves until Close.
+// StartUpstream listens on o.Addr and serves until Close.
 func StartUpstream(o UpstreamOptions) (*Upstream, error) {
 	if o.Chunks <= 0 {
 		o.Chunks = 20
@@ -87,7 +90,7 @@ func StartUpstream(o UpstreamOptions) (*Upstream, error) {
 		strconv.Itoa(CompletionTokens) + ",\"total_tokens\":" + strconv.Itoa(PromptTokens+CompletionTokens) + "}}\n\n" +
 		"data: [DONE]\n\n")
 	u.bufs.New = func() any { return new(bytes.Buffer) }
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", cmp.Or(o.Addr, "127.0.0.1:0"))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The external check of the gateway against the bare reverse proxy: every
+# target in a process of its own and wrk as the load generator, as an
+# outside reviewer measures it (docs/performance.md, "Separate processes").
+#
+#   test/bench/wrk.sh                      # 3 rounds x json,stream, 8 s each
+#   ROUNDS=5 DURATION=10 CONNS=50 DURABILITY=process test/bench/wrk.sh
+#   MODELGATE=/path/to/other/modelgate test/bench/wrk.sh   # another build
+#
+# Targets: the fake upstream (benchserve -role upstream), the bare
+# httputil.ReverseProxy in front of it (benchserve -role proxy) and
+# `modelgate dev` (control plane, controllers, SQLite ledger, gateway) with
+# a route to the same upstream. Rounds alternate proxy and gateway so a
+# change in the machine's load falls on both. Per target and round: req/s,
+# p50, p99 and the CPU time of the target's process per request.
+# Needs wrk (apt-get install wrk) and the envtest binaries (make envtest).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-8} CONNS=${CONNS:-50} THREADS=${THREADS:-2}
+DURABILITY=${DURABILITY:-disk} MODES=${MODES:-json stream}
+UP_ADDR=${UP_ADDR:-127.0.0.1:18091} PX_ADDR=${PX_ADDR:-127.0.0.1:18092} GW_ADDR=${GW_ADDR:-127.0.0.1:18090}
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 2; }
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cd "$ROOT"
+go build -o "$work/benchserve" ./test/bench/cmd/benchserve
+MODELGATE=${MODELGATE:-}
+if [ -z "$MODELGATE" ]; then
+  go build -o "$work/modelgate" . && MODELGATE=$work/modelgate
+fi
+assets=$(hack/tools.sh envtest-dir)
+
+"$work/benchserve" -role upstream -listen "$UP_ADDR" >"$work/upstream.log" 2>&1 & pids+=($!); up_pid=$!
+"$work/benchserve" -role proxy -listen "$PX_ADDR" -target "http://$UP_ADDR" >"$work/proxy.log" 2>&1 & pids+=($!); px_pid=$!
+
+mkdir -p "$work/samples"
+sed -e "s#@UPSTREAM@#http://$UP_ADDR/v1#" test/bench/samples.yaml >"$work/samples/bench.yaml"
+KUBEBUILDER_ASSETS=$assets "$MODELGATE" dev -data-dir "$work/dev" -samples-dir "$work/samples" -assets-dir "$assets" \
+  -listen "$GW_ADDR" -usage-durability "$DURABILITY" >"$work/dev.log" 2>&1 & pids+=($!); gw_pid=$!
+for _ in $(seq 300); do
+  [ -s "$work/dev/dev.json" ] && break
+  kill -0 "$gw_pid" 2>/dev/null || { cat "$work/dev.log" >&2; exit 1; }
+  sleep 0.5
+done
+key=$(sed -n 's/.*"apiKey": *"\([^"]*\)".*/\1/p' "$work/dev/dev.json")
+[ -n "$key" ] || { echo "modelgate dev did not start" >&2; tail -20 "$work/dev.log" >&2; exit 1; }
+
+for mode in json stream; do
+  stream=false; [ "$mode" = stream ] && stream=true
+  cat >"$work/$mode.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"model":"bench-chat","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":64,"stream":$stream}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $key"
+LUA
+done
+
+tck=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# run TARGET PID MODE: one wrk phase, printed as a table row.
+run() {
+  local name=$1 pid=$2 addr=$3 mode=$4 t0 t1 out n
+  t0=$(cpu_ticks "$pid")
+  out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency -s "$work/$mode.lua" "http://$addr/v1/chat/completions")
+  t1=$(cpu_ticks "$pid")
+  n=$(awk '/requests in/{print $1}' <<<"$out")
+  if grep -q "Non-2xx" <<<"$out"; then echo "$name $mode: failed requests" >&2; echo "$out" >&2; exit 1; fi
+  printf '| %s | %s | %s | %s | %s | %s | %d µs |\n' "$mode" "$round" "$name" \
+    "$(awk '/Requests\/sec/{printf "%.0f", $2}' <<<"$out")" "$(awk '$1=="50%"{print $2}' <<<"$out")" \
+    "$(awk '$1=="99%"{print $2}' <<<"$out")" $(( (t1 - t0) * 1000000 / tck / n ))
+}
+
+echo "wrk -t$THREADS -c$CONNS -d${DURATION}s, $ROUNDS rounds, usage durability $DURABILITY, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| mode | round | target | req/s | p50 | p99 | CPU/req of its process |"
+echo "|---|---:|---|---:|---:|---:|---:|"
+for mode in $MODES; do
+  # one unmeasured second each to open connections and warm the caches
+  wrk -t1 -c"$CONNS" -d1s -s "$work/$mode.lua" "http://$PX_ADDR/v1/chat/completions" >/dev/null
+  wrk -t1 -c"$CONNS" -d1s -s "$work/$mode.lua" "http://$GW_ADDR/v1/chat/completions" >/dev/null
+  for round in $(seq "$ROUNDS"); do
+    run "bare ReverseProxy" "$px_pid" "$PX_ADDR" "$mode"
+    run "modelgate" "$gw_pid" "$GW_ADDR" "$mode"
+  done
+done
