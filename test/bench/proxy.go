@@ -18,7 +18,9 @@ type ReverseProxy struct {
 }
 
 // StartReverseProxy listens on 127.0.0.1:0 and forwards everything to target.
-func StartReverseProxy(target string) (*ReverseProxy, error) { return StartReverseProxyOn("127.0.0.1:0", target) }
+func StartReverseProxy(target string) (*ReverseProxy, error) {
+	return StartReverseProxyOn("127.0.0.1:0", target)
+}
 
 // StartReverseProxyOn is StartReverseProxy listening on addr.
 func StartReverseProxyOn(addr, target string) (*ReverseProxy, error) {
