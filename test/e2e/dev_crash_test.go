@@ -173,6 +173,16 @@ var _ = Describe("Crashes of the modelgate binary", Serial, Label("crash", "proc
 			dsn := pgtest.NewDatabase(t)
 			sigkillUnderLoad(t, t.TempDir(), func(g Gomega) map[string]int { return pgRequestIDs(g, dsn) }, "--database", dsn)
 		})
+
+		// process durability acknowledges a row once its journal append is
+		// written, gathered in a group window under load: a SIGKILL between
+		// the write and the database loses nothing (the kernel keeps it).
+		It("on SQLite with --usage-durability process", Label("sqlite"), func() {
+			t := GinkgoTB()
+			dataDir := t.TempDir()
+			sigkillUnderLoad(t, dataDir, func(g Gomega) map[string]int { return ledgerRequestIDs(t, dataDir) },
+				"--usage-durability", "process")
+		})
 	})
 
 	// PostgreSQL crashes (`pg_ctl stop -m immediate`) for 10 s under load on
