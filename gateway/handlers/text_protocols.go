@@ -88,9 +88,15 @@ func (f fields) raw(name string) json.RawMessage {
 	return nil
 }
 
-func (f fields) has(name string) bool {
+// value is the member's value when it is present and not null.
+func (f fields) value(name string) (json.RawMessage, bool) {
 	v := f.raw(name)
-	return v != nil && !bytes.Equal(v, []byte("null"))
+	return v, v != nil && !bytes.Equal(v, []byte("null"))
+}
+
+func (f fields) has(name string) bool {
+	_, ok := f.value(name)
+	return ok
 }
 
 // plainString reads a JSON string without escapes or non-ASCII bytes, the
@@ -111,14 +117,15 @@ func plainString(v []byte) (string, bool) {
 func isNumber(v []byte) bool { return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) }
 
 func (f fields) str(name string, required bool) (string, string) {
-	if !f.has(name) {
+	raw, present := f.value(name)
+	if !present {
 		if required {
 			return "", name + ": field required"
 		}
 		return "", ""
 	}
-	s, ok := plainString(f.raw(name))
-	if !ok && json.Unmarshal(f.raw(name), &s) != nil {
+	s, ok := plainString(raw)
+	if !ok && json.Unmarshal(raw, &s) != nil {
 		return "", name + ": must be a string"
 	}
 	if required && s == "" {
@@ -128,10 +135,11 @@ func (f fields) str(name string, required bool) (string, string) {
 }
 
 func (f fields) boolean(name string) (bool, string) {
-	if !f.has(name) {
+	raw, present := f.value(name)
+	if !present {
 		return false, ""
 	}
-	switch string(f.raw(name)) {
+	switch string(raw) {
 	case "true":
 		return true, ""
 	case "false":
@@ -142,13 +150,14 @@ func (f fields) boolean(name string) (bool, string) {
 
 // integer reads a positive integer; 0 when absent.
 func (f fields) integer(name string, min int64) (int64, string) {
-	if !f.has(name) {
+	raw, present := f.value(name)
+	if !present {
 		return 0, ""
 	}
 	var n json.Number
-	if v := f.raw(name); isNumber(v) {
-		n = json.Number(v)
-	} else if err := json.Unmarshal(v, &n); err != nil { // a quoted number decodes too
+	if isNumber(raw) {
+		n = json.Number(raw)
+	} else if err := json.Unmarshal(raw, &n); err != nil { // a quoted number decodes too
 		return 0, name + ": must be an integer"
 	}
 	v, err := n.Int64()
@@ -162,10 +171,10 @@ func (f fields) integer(name string, min int64) (int64, string) {
 }
 
 func (f fields) number(name string, lo, hi float64) string {
-	if !f.has(name) {
+	raw, present := f.value(name)
+	if !present {
 		return ""
 	}
-	raw := f.raw(name)
 	if !isNumber(raw) {
 		return name + ": must be a number"
 	}
@@ -181,14 +190,15 @@ func (f fields) number(name string, lo, hi float64) string {
 
 // array lists the elements of an array member (aliasing the body).
 func (f fields) array(name string, required bool) ([]json.RawMessage, string) {
-	if !f.has(name) {
+	raw, present := f.value(name)
+	if !present {
 		if required {
 			return nil, name + ": field required"
 		}
 		return nil, ""
 	}
 	var a []json.RawMessage
-	if !translate.Elements(f.raw(name), func(v []byte) bool {
+	if !translate.Elements(raw, func(v []byte) bool {
 		a = append(a, v)
 		return true
 	}) {
@@ -231,8 +241,8 @@ func parseMessages(body []byte) (textRequest, string) {
 			return req, msg
 		}
 	}
-	if f.has("system") {
-		if msg := checkContent("system", f.raw("system")); msg != "" {
+	if system, ok := f.value("system"); ok {
+		if msg := checkContent("system", system); msg != "" {
 			return req, msg
 		}
 	}
@@ -252,11 +262,12 @@ func parseMessages(body []byte) (textRequest, string) {
 }
 
 func checkStopSequences(f fields) string {
-	if !f.has("stop_sequences") {
+	raw, ok := f.value("stop_sequences")
+	if !ok {
 		return ""
 	}
 	var s []string
-	if err := json.Unmarshal(f.raw("stop_sequences"), &s); err != nil {
+	if err := json.Unmarshal(raw, &s); err != nil {
 		return "stop_sequences: must be an array of strings"
 	}
 	return ""
@@ -434,19 +445,20 @@ func parseResponses(body []byte) (textRequest, string) {
 	if msg := first(m1, m2, m3, m4, m5, f.number("temperature", 0, 2), f.number("top_p", 0, 1)); msg != "" {
 		return req, msg
 	}
-	if !f.has("input") {
+	input, ok := f.value("input")
+	if !ok {
 		return req, "input: field required"
 	}
 	var s string
 	var items []json.RawMessage
-	if json.Unmarshal(f.raw("input"), &s) != nil && json.Unmarshal(f.raw("input"), &items) != nil {
+	if json.Unmarshal(input, &s) != nil && json.Unmarshal(input, &items) != nil {
 		return req, "input: must be a string or an array of input items"
 	}
-	if f.has("reasoning") {
+	if reasoning, ok := f.value("reasoning"); ok {
 		var r struct {
 			Effort *string `json:"effort"`
 		}
-		if err := json.Unmarshal(f.raw("reasoning"), &r); err != nil {
+		if err := json.Unmarshal(reasoning, &r); err != nil {
 			return req, "reasoning: must be an object"
 		}
 		if r.Effort != nil {
@@ -478,9 +490,9 @@ func checkTools(f fields) string {
 			return fmt.Sprintf("tools[%d].type: must be function or web_search_preview", i)
 		}
 	}
-	if f.has("tool_choice") {
+	if choice, ok := f.value("tool_choice"); ok {
 		var s string
-		if json.Unmarshal(f.raw("tool_choice"), &s) == nil {
+		if json.Unmarshal(choice, &s) == nil {
 			switch s {
 			case "auto", "none", "required":
 			default:
