@@ -37,7 +37,8 @@ type SystemOptions struct {
 	// MetricsAddr and ProbeAddr are the manager's metrics and health
 	// endpoints; "0" (or empty) turns one off.
 	MetricsAddr, ProbeAddr string
-	// PprofAddr serves net/http/pprof when set (off by default).
+	// PprofAddr serves net/http/pprof when set (off by default): for an
+	// operator on a private port, never on the API listener.
 	PprofAddr string
 	// LeaderElection elects one active controller set among manager
 	// replicas. The gateway runs on every replica either way.
@@ -81,9 +82,11 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 		cfg.QPS, cfg.Burst = o.QPS, int(2*o.QPS)
 	}
 	mopts := ctrl.Options{
-		Scheme:                  kubescheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: orOff(o.MetricsAddr)},
-		HealthProbeBindAddress:  orOff(o.ProbeAddr),
+		Scheme:                 kubescheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: orOff(o.MetricsAddr)},
+		HealthProbeBindAddress: orOff(o.ProbeAddr),
+		// Served with the probes, before and without leader election.
+		PprofBindAddress:        orOff(o.PprofAddr),
 		LeaderElection:          o.LeaderElection && o.Controllers != nil,
 		LeaderElectionID:        "modelgate-manager.modelgate.io",
 		LeaderElectionNamespace: o.SystemNamespace,
@@ -103,11 +106,6 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 		return nil, err
 	}
 	s := &System{Manager: mgr}
-	if o.PprofAddr != "" && o.PprofAddr != "0" {
-		if err := mgr.Add(pprofServer{addr: o.PprofAddr}); err != nil {
-			return nil, err
-		}
-	}
 	if err := s.openBlobs(o); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -137,8 +139,10 @@ var _ = Describe("modelgate dev", Serial, Label("process"), func() {
 		bin := buildBinary(t)
 		dataDir := t.TempDir()
 
-		p := startDev(t, bin, dataDir)
+		pprofAddr := freeLoopbackAddr(g)
+		p := startDev(t, bin, dataDir, "--pprof-bind-address", pprofAddr)
 		g.Expect(p.info.Missing()).To(BeEmpty(), "dev.json is incomplete: %+v", p.info)
+		g.Expect(goroutineProfile(pprofAddr)).To(ContainSubstring("goroutine profile:"), "--pprof-bind-address serves profiles")
 		g.Expect(keys.ValidAPIKey(p.info.APIKey)).To(BeTrue())
 
 		resp, err := http.Get(p.info.GatewayURL + "/readyz")
@@ -156,6 +160,8 @@ var _ = Describe("modelgate dev", Serial, Label("process"), func() {
 		g.Expect(tok.Status.KeyHash).To(Equal(keys.Hash(p.info.APIKey)))
 		first := p.info
 		p.stop(t)
+		_, err = goroutineProfile(pprofAddr)
+		g.Expect(err).To(HaveOccurred(), "the pprof endpoint stops with dev")
 
 		// A second run reuses the data directory: same account, same key.
 		p = startDev(t, bin, dataDir)
@@ -165,3 +171,22 @@ var _ = Describe("modelgate dev", Serial, Label("process"), func() {
 		p.stop(t)
 	})
 })
+
+// freeLoopbackAddr is a loopback address with a port free a moment ago.
+func freeLoopbackAddr(g Gomega) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// goroutineProfile fetches the text goroutine profile from a pprof address.
+func goroutineProfile(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
