@@ -172,8 +172,14 @@ func (p *pass) call(ctx context.Context, j *job) (upstream.Call, error) {
 		c.Kind = upstream.Image
 	}
 	var err error
-	c.Backend, err = credential.Resolve(ctx, credential.FromReader(p.Client), j.route.Namespace, j.backend)
+	c.Backend, err = p.resolved(ctx, j)
 	return c, err
+}
+
+// resolved is the job's backend as an adapter sees it, its credential
+// resolved from the route's namespace.
+func (p *pass) resolved(ctx context.Context, j *job) (upstream.Backend, error) {
+	return credential.Resolve(ctx, credential.FromReader(p.Client), j.route.Namespace, j.backend)
 }
 
 // outputTarget is where the job's outputs go and how many and how large

@@ -20,7 +20,6 @@ import (
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/upstream"
-	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
 // AssetCopier stores a copy of a review asset fetched from its URL; a
@@ -196,7 +195,7 @@ func (p *pass) prepareAsset(ctx context.Context, j *job, svc upstream.AssetRevie
 // that keeps its own copy fetches it from there: the upstream never
 // receives the tenant's URL).
 func (p *pass) decide(ctx context.Context, j *job, svc upstream.AssetReviewer, rec store.ReviewAsset) (upstream.ReviewDecision, error) {
-	b, err := credential.Resolve(ctx, credential.FromReader(p.Client), j.route.Namespace, j.backend)
+	b, err := p.resolved(ctx, j)
 	if err != nil {
 		return upstream.ReviewDecision{}, err
 	}
