@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -209,9 +210,14 @@ func grantQuota(g v1.Grant) (billing.Quota, error) {
 }
 
 // ensureAccessToken keeps one access token in a Secret owned by the tenant.
-// A new token is generated when the rotation counter moved or the Secret (or
-// its token) went missing; the old hash is replaced at once, so the previous
-// token stops working on the next cache sync of the gateways.
+// The Secret is the record of the current token: its annotation says which
+// spec.accessTokenRotation it was made for, and status only mirrors its hash.
+// A new token is generated only when the rotation counter moved past the
+// Secret's or the Secret (or its token) went missing; the old hash is replaced
+// at once, so the previous token stops working on the next cache sync of the
+// gateways. Deciding from status instead would let a reconcile that reads a
+// Tenant older than its own last status write replace a token that was just
+// handed out.
 func (r *TenantReconciler) ensureAccessToken(ctx context.Context, t *v1.Tenant) reconciler.Result {
 	name := t.Name + "-access-token"
 	secret := &corev1.Secret{}
@@ -220,11 +226,8 @@ func (r *TenantReconciler) ensureAccessToken(ctx context.Context, t *v1.Tenant) 
 		return retryLater(t, v1.ReasonSecretUnavailable, fmt.Errorf("get access-token Secret %s: %w", name, err))
 	}
 	current := string(secret.Data[v1.AccessTokenSecretKey])
-	upToDate := err == nil && current != "" &&
-		t.Status.AccessTokenRotation == t.Spec.AccessTokenRotation &&
-		t.Status.AccessTokenHash == keys.Hash(current)
-	if upToDate {
-		return reconciler.Done(v1.ReasonReconciled, "access token in Secret %s (rotation %d)", name, t.Spec.AccessTokenRotation)
+	if rotation, ok := secretRotation(secret, t); err == nil && current != "" && ok && rotation >= t.Spec.AccessTokenRotation {
+		return r.accessTokenIs(t, name, current, rotation)
 	}
 	token, err := keys.NewAccessToken()
 	if err != nil {
@@ -234,14 +237,35 @@ func (r *TenantReconciler) ensureAccessToken(ctx context.Context, t *v1.Tenant) 
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, secret, func() error {
 		secret.Type = corev1.SecretTypeOpaque
 		secret.Data = map[string][]byte{v1.AccessTokenSecretKey: []byte(token)}
+		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, v1.AccessTokenRotationAnnotation, strconv.FormatInt(t.Spec.AccessTokenRotation, 10))
 		return controllerutil.SetControllerReference(t, secret, r.Client.Scheme())
 	}); err != nil {
 		return retryLater(t, v1.ReasonSecretUnavailable, fmt.Errorf("write access-token Secret %s: %w", name, err))
 	}
-	t.Status.AccessTokenSecretName = name
+	return r.accessTokenIs(t, name, token, t.Spec.AccessTokenRotation)
+}
+
+// accessTokenIs mirrors the token in the Secret into status.
+func (r *TenantReconciler) accessTokenIs(t *v1.Tenant, secretName, token string, rotation int64) reconciler.Result {
+	t.Status.AccessTokenSecretName = secretName
 	t.Status.AccessTokenHash = keys.Hash(token)
-	t.Status.AccessTokenRotation = t.Spec.AccessTokenRotation
-	return reconciler.Done(v1.ReasonReconciled, "access token in Secret %s (rotation %d)", name, t.Spec.AccessTokenRotation)
+	t.Status.AccessTokenRotation = rotation
+	return reconciler.Done(v1.ReasonReconciled, "access token in Secret %s (rotation %d)", secretName, rotation)
+}
+
+// secretRotation is the rotation an access-token Secret was made for. A
+// Secret written before the annotation existed counts as current when status
+// holds its hash.
+func secretRotation(secret *corev1.Secret, t *v1.Tenant) (int64, bool) {
+	if v, ok := secret.Annotations[v1.AccessTokenRotationAnnotation]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
+	token := string(secret.Data[v1.AccessTokenSecretKey])
+	if token != "" && t.Status.AccessTokenHash == keys.Hash(token) {
+		return t.Status.AccessTokenRotation, true
+	}
+	return 0, false
 }
 
 // mirrorBalance copies the ledger balance into status at most once per

@@ -171,6 +171,28 @@ var _ = Describe("Tenant controller", func() {
 		Expect(keys.Hash(string(secret.Data[v1.AccessTokenSecretKey]))).To(Equal(t.Status.AccessTokenHash))
 	})
 
+	It("keeps the access token it handed out when it reads a Tenant whose status lost it", func() {
+		// A reconcile can read a Tenant older than its own last status write
+		// (the cache lags); it must adopt the token in the Secret, not replace
+		// a token a client may already hold.
+		ns := newTenantNamespace()
+		t := readyTenantIn(ns)
+		secret := &corev1.Secret{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Status.AccessTokenSecretName}, secret)).To(Succeed())
+		token := string(secret.Data[v1.AccessTokenSecretKey])
+		Expect(secret.Annotations).To(HaveKeyWithValue(v1.AccessTokenRotationAnnotation, "0"))
+
+		before := t.DeepCopy()
+		t.Status.AccessTokenHash = ""
+		Expect(k8s.Status().Patch(ctx, t, client.MergeFrom(before))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			g.Expect(t.Status.AccessTokenHash).To(Equal(keys.Hash(token)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
+		Expect(string(secret.Data[v1.AccessTokenSecretKey])).To(Equal(token))
+	})
+
 	It("refuses a second Tenant in the same namespace", func() {
 		ns := newTenantNamespace()
 		first := readyTenantIn(ns)

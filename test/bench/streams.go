@@ -24,6 +24,9 @@ type OpenStreams struct {
 	Client     *http.Client
 	NewRequest func(rng *rand.Rand) (*http.Request, error)
 	Upstream   *Upstream
+	// AtPeak, when set, runs with every stream open, after the measurement
+	// (a heap profile of what the streams hold).
+	AtPeak func()
 }
 
 // OpenResult is one OpenStreams run.
@@ -121,6 +124,9 @@ func (o OpenStreams) Run(ctx context.Context) OpenResult {
 	res.Opened = int(opened.Load())
 	after, st1, g1 := inUse()
 	res.Held, res.Stacks, res.Goroutines = after-min(before, after), st1-min(st0, st1), g1-g0
+	if o.AtPeak != nil {
+		o.AtPeak()
+	}
 	close(done)
 	release()
 	wg.Wait()

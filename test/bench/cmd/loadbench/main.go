@@ -69,7 +69,7 @@ func main() {
 		chunkDelay = flag.Duration("chunk-delay", 0, "upstream delay between streamed chunks")
 		dsn        = flag.String("dsn", "", "ledger DSN (default: SQLite in a temp dir), e.g. postgres://user:pw@host/db")
 		syncPeriod = flag.Duration("sync-period", 0, "controllers' ledger mirror period (0: production default)")
-		profDir    = flag.String("cpuprofile", "", "write CPU profiles of the gateway phases into this directory")
+		profDir    = flag.String("cpuprofile", "", "write CPU profiles of the gateway phases (and heap profiles at the peak of mode open) into this directory")
 		modes      = flag.String("modes", "json,stream", "comma-separated: json, stream, open (many slow streams held open at once: memory per stream)")
 		openN      = flag.Int("open-streams", 10000, "streams held open at once in mode open")
 		rounds     = flag.Int("rounds", 5, "split each target's measured time into this many rounds, cycling through the targets")
@@ -218,7 +218,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	for _, mode := range modes {
 		if mode == "open" {
 			for _, target := range targets {
-				r := openStreams(ctx, target, bases[target], up, newReq, openN)
+				r := openStreams(ctx, target, bases[target], up, newReq, openN, profDir)
 				if target == "modelgate" {
 					gatewayOK += int64(r.Completed)
 				}

@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/modelgate/modelgate/test/bench"
@@ -21,7 +26,7 @@ type openRow struct {
 // measures the memory they hold. Each stream needs two descriptors per
 // loopback connection in this one process: four through a proxy.
 func openStreams(ctx context.Context, target, base string, up *bench.Upstream,
-	newReq func(string, bool) func(*rand.Rand) (*http.Request, error), n int) bench.OpenResult {
+	newReq func(string, bool) func(*rand.Rand) (*http.Request, error), n int, profDir string) bench.OpenResult {
 	if limit := int(bench.RaiseOpenFiles(uint64(4*n + 4096))); 4*n+4096 > limit {
 		m := max((limit-4096)/4, 1)
 		log.Printf("open files limited to %d: %d streams instead of %d", limit, m, n)
@@ -29,7 +34,7 @@ func openStreams(ctx context.Context, target, base string, up *bench.Upstream,
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}, Timeout: 5 * time.Minute}
 	defer client.CloseIdleConnections()
-	r := bench.OpenStreams{N: n, Ramp: 256, Client: client, NewRequest: newReq(base, true), Upstream: up}.Run(ctx)
+	r := bench.OpenStreams{N: n, Ramp: 256, Client: client, NewRequest: newReq(base, true), Upstream: up, AtPeak: heapProfile(profDir, target)}.Run(ctx)
 	log.Printf("%-17s open   %d of %d streams open in %s, %d completed: %.1f KiB (%.1f KiB of stacks) and %.1f goroutines per open stream %v",
 		target, r.Opened, n, r.OpenTime.Round(time.Millisecond), r.Completed, float64(r.PerStream())/1024,
 		float64(r.Stacks)/1024/float64(max(r.Opened, 1)), float64(r.Goroutines)/float64(max(r.Opened, 1)), r.Errors)
@@ -57,4 +62,22 @@ func printOpens(rows []openRow) {
 			float64(o.r.Goroutines)/float64(max(o.r.Opened, 1)), over)
 	}
 	fmt.Println("\nMemory: Go heap and stacks in use after a GC with every stream open, minus before, per stream; the process holds the load generator and the fake upstream too, so \"over the upstream direct\" is what the proxy in the middle adds.")
+}
+
+// heapProfile writes the heap profile at the peak of mode open into
+// dir/open-<target>.heap (nil without a directory).
+func heapProfile(dir, target string) func() {
+	if dir == "" {
+		return nil
+	}
+	return func() {
+		path := filepath.Join(dir, "open-"+strings.ReplaceAll(target, " ", "-")+".heap")
+		f, err := os.Create(path)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			log.Printf("heap profile: %v", err)
+		}
+	}
 }
