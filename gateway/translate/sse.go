@@ -21,9 +21,12 @@ type SSEReader struct {
 
 // NewSSEReader returns a reader of the events in r.
 func NewSSEReader(r io.Reader) *SSEReader {
-	// 4 KiB: held for the whole life of a stream, and a longer line is
-	// gathered across reads by readLine, so it costs no correctness.
-	return &SSEReader{r: bufio.NewReaderSize(r, 4<<10)}
+	// 1 KiB: held for the whole life of a stream. It reads from the
+	// transport's own 4 KiB buffer, which takes a burst from the socket in one
+	// read, so a smaller one here costs no system call; a longer line is
+	// gathered across reads by readLine, and Ready sees up to 1 KiB of
+	// following events (a few deltas) when it decides whether to flush.
+	return &SSEReader{r: bufio.NewReaderSize(r, 1<<10)}
 }
 
 var knownEventNames = map[string]string{}

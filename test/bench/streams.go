@@ -24,9 +24,10 @@ type OpenStreams struct {
 	Client     *http.Client
 	NewRequest func(rng *rand.Rand) (*http.Request, error)
 	Upstream   *Upstream
-	// AtPeak, when set, runs with every stream open, after the measurement
-	// (a heap profile of what the streams hold).
-	AtPeak func()
+	// Snapshot, when set, runs after each measurement: "before" the first
+	// stream and at the "peak" with every stream open (heap profiles whose
+	// difference is what the streams hold).
+	Snapshot func(stage string)
 }
 
 // OpenResult is one OpenStreams run.
@@ -61,6 +62,9 @@ func (o OpenStreams) Run(ctx context.Context) OpenResult {
 		mu.Unlock()
 	}
 	before, st0, g0 := inUse()
+	if o.Snapshot != nil {
+		o.Snapshot("before")
+	}
 	release := o.Upstream.Hold()
 	defer release()
 
@@ -124,8 +128,8 @@ func (o OpenStreams) Run(ctx context.Context) OpenResult {
 	res.Opened = int(opened.Load())
 	after, st1, g1 := inUse()
 	res.Held, res.Stacks, res.Goroutines = after-min(before, after), st1-min(st0, st1), g1-g0
-	if o.AtPeak != nil {
-		o.AtPeak()
+	if o.Snapshot != nil {
+		o.Snapshot("peak")
 	}
 	close(done)
 	release()

@@ -19,11 +19,12 @@ func main() {
 	role := flag.String("role", "upstream", "upstream (the fake OpenAI-compatible upstream) or proxy (the bare httputil.ReverseProxy)")
 	addr := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	target := flag.String("target", "", "proxy: the upstream URL")
+	chunkDelay := flag.Duration("chunk-delay", 0, "upstream: delay between streamed chunks (slow streams)")
 	flag.Parse()
 	var url string
 	switch *role {
 	case "upstream":
-		u, err := bench.StartUpstream(bench.UpstreamOptions{Addr: *addr})
+		u, err := bench.StartUpstream(bench.UpstreamOptions{Addr: *addr, ChunkDelay: *chunkDelay})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func openStreams(ctx context.Context, target, base string, up *bench.Upstream,
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}, Timeout: 5 * time.Minute}
 	defer client.CloseIdleConnections()
-	r := bench.OpenStreams{N: n, Ramp: 256, Client: client, NewRequest: newReq(base, true), Upstream: up, AtPeak: heapProfile(profDir, target)}.Run(ctx)
+	r := bench.OpenStreams{N: n, Ramp: 256, Client: client, NewRequest: newReq(base, true), Upstream: up, Snapshot: heapProfile(profDir, target)}.Run(ctx)
 	log.Printf("%-17s open   %d of %d streams open in %s, %d completed: %.1f KiB (%.1f KiB of stacks) and %.1f goroutines per open stream %v",
 		target, r.Opened, n, r.OpenTime.Round(time.Millisecond), r.Completed, float64(r.PerStream())/1024,
 		float64(r.Stacks)/1024/float64(max(r.Opened, 1)), float64(r.Goroutines)/float64(max(r.Opened, 1)), r.Errors)
@@ -64,14 +64,15 @@ func printOpens(rows []openRow) {
 	fmt.Println("\nMemory: Go heap and stacks in use after a GC with every stream open, minus before, per stream; the process holds the load generator and the fake upstream too, so \"over the upstream direct\" is what the proxy in the middle adds.")
 }
 
-// heapProfile writes the heap profile at the peak of mode open into
-// dir/open-<target>.heap (nil without a directory).
-func heapProfile(dir, target string) func() {
+// heapProfile writes the heap profiles of mode open into
+// dir/open-<target>-<stage>.heap (nil without a directory); `go tool pprof
+// -base <before> <peak>` shows what the open streams hold.
+func heapProfile(dir, target string) func(stage string) {
 	if dir == "" {
 		return nil
 	}
-	return func() {
-		path := filepath.Join(dir, "open-"+strings.ReplaceAll(target, " ", "-")+".heap")
+	return func(stage string) {
+		path := filepath.Join(dir, "open-"+strings.ReplaceAll(target, " ", "-")+"-"+stage+".heap")
 		f, err := os.Create(path)
 		if err == nil {
 			err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
