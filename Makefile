@@ -67,7 +67,7 @@ test: envtest lint ## Lint, then run every test: unit, envtest suites, end to en
 # FUZZTIME on top of its checked-in corpus (testdata/fuzz).
 FUZZ_TARGETS := \
 	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
-	./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel \
+	./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSEReaderMatchesSpec ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel \
 	./gateway/handlers:FuzzParseText ./gateway/handlers:FuzzFieldsMatchDecoder ./gateway/upstream:FuzzStreamFromBody \
 	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
 FUZZTIME ?= 3s
@@ -112,6 +112,10 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: envtest ## Load harness: fake upstream, bare reverse proxy and the full gateway under the same load (docs/performance.md). BENCH_FLAGS="-d 20s -cpuprofile /tmp/prof" etc.
 	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go run ./test/bench/cmd/loadbench $(BENCH_FLAGS)
+
+.PHONY: bench-streams
+bench-streams: envtest ## Many slow streams (N=10000) held open through the bare proxy and `modelgate dev`, each in its own process: memory per open stream.
+	test/bench/streams.sh
 
 .PHONY: bench-wrk
 bench-wrk: envtest ## The external check: bare proxy and `modelgate dev` in processes of their own under wrk (needs wrk). ROUNDS=5 DURABILITY=process etc.

@@ -52,19 +52,32 @@ func infoOf(ctx context.Context) *requestInfo {
 // traced, refusals of authentication included.
 func instrument(endpoint, operation string, headers []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{id: newRequestID()}
-		w := &observed{ResponseWriter: rw, start: time.Now()}
-		for _, h := range headers {
-			w.Header().Set(h, info.id)
-		}
-		ctx, span := startRequestSpan(r, operation, info.id)
-		info.span = span
-		defer func() {
-			w.record(endpoint, info.model, info.backend)
-			endRequestSpan(span, w.status)
-		}()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, requestInfoKey{}, info)))
+		w, r := begin(operation, headers, rw, r)
+		defer w.end(endpoint)
+		next.ServeHTTP(w, r)
 	})
+}
+
+// begin is instrument's start of a request: its ID, span and observed
+// writer. It is not inlined into instrument, whose frame stays under every
+// stream for the stream's life (see Text.serveHTTP).
+//
+//go:noinline
+func begin(operation string, headers []string, rw http.ResponseWriter, r *http.Request) (*observed, *http.Request) {
+	info := &requestInfo{id: newRequestID()}
+	w := &observed{ResponseWriter: rw, start: time.Now(), info: info}
+	for _, h := range headers {
+		w.Header().Set(h, info.id)
+	}
+	ctx, span := startRequestSpan(r, operation, info.id)
+	info.span = span
+	return w, r.WithContext(context.WithValue(ctx, requestInfoKey{}, info))
+}
+
+// end reports the finished request: its metrics and its span.
+func (o *observed) end(endpoint string) {
+	o.record(endpoint, o.info.model, o.info.backend)
+	endRequestSpan(o.info.span, o.status)
 }
 
 // authFail writes an authentication failure in an endpoint's shape.

@@ -21,6 +21,8 @@ type observed struct {
 	start     time.Time
 	status    int
 	firstByte time.Duration
+	// info is the request's (instrument).
+	info *requestInfo
 }
 
 func (o *observed) WriteHeader(code int) {

@@ -72,7 +72,24 @@ func newRequestID() string { return store.NewRequestID() }
 
 // serveHTTP runs the pipeline for an authenticated request (the
 // middleware gave it its ID, span and metrics: Register).
+//
+// The functions on a stream's goroutine for the stream's whole life
+// (serveHTTP, serve, stream, pump) keep small frames and leave the deep work
+// (admission, the upstream call, settlement) to calls that have returned by
+// then: a goroutine blocked with less than a quarter of its stack in use has
+// the stack halved by the collector, and a stream's goroutine grew to 16 KiB
+// on the way in (docs/performance.md, "Memory per open stream").
 func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+	c := t.admit(w, r, p)
+	if c == nil {
+		return // answered
+	}
+	infoOf(c.ctx).backend = t.serve(w, p, c)
+}
+
+// admit reads and validates the body and admits the request; nil means
+// the request was answered (refused).
+func (t *Text) admit(w http.ResponseWriter, r *http.Request, p *auth.Principal) *textCall {
 	ctx := r.Context()
 	info := infoOf(ctx)
 	requestID, span := info.id, info.span
@@ -86,22 +103,22 @@ func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Princip
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			t.p.fail(w, http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than 32 MiB")
-			return
+			return nil
 		}
 		t.p.fail(w, http.StatusBadRequest, "", "could not read the request body")
-		return
+		return nil
 	}
 	req, msg := t.p.parse(body)
 	if msg != "" {
 		t.p.fail(w, http.StatusBadRequest, "", msg)
-		return
+		return nil
 	}
 	requestParsed(span, p, req.Model, req.MaxTokens, req.Stream)
 	var conv *conversation
 	if t.p.proto == upstream.Responses {
 		if body, conv, msg = t.expandConversation(ctx, p, body); msg != "" {
 			t.p.fail(w, http.StatusBadRequest, "", msg)
-			return
+			return nil
 		}
 	}
 	call, refused := t.prepare(ctx, p, req, requestID, len(body))
@@ -109,13 +126,13 @@ func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Princip
 		info.model = req.Model
 		requestRouted(span, telemetry.OperationChat, req.Model)
 	}
-	endAdmission(admission, refused, &call)
+	endAdmission(admission, refused, call)
 	if refused != nil {
 		t.refuse(w, req.Model, refused)
-		return
+		return nil
 	}
-	call.body, call.req, call.header, call.conv, call.span = body, req, r.Header, conv, span
-	info.backend = t.serve(ctx, w, p, call)
+	call.ctx, call.body, call.req, call.header, call.conv, call.span = ctx, body, req, r.Header, conv, span
+	return call
 }
 
 // authFail answers an authentication failure in the protocol's shape.
@@ -125,6 +142,8 @@ func (t *Text) authFail(w http.ResponseWriter, status int, message string) {
 
 // textCall carries one request through the pipeline.
 type textCall struct {
+	// ctx is the request's context.
+	ctx       context.Context
 	requestID string
 	body      []byte
 	header    http.Header
@@ -140,14 +159,14 @@ type textCall struct {
 
 // prepare admits the request: the key's rights, the route, the limits, the
 // price and the reservation (gateway/admission).
-func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, requestID string, bodyLen int) (textCall, *admission.Error) {
+func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, requestID string, bodyLen int) (*textCall, *admission.Error) {
 	ad, refused := t.Admitter.Admit(ctx, admission.Request{
 		Principal: p, RequestID: requestID, Model: req.Model,
 		Family: v1.ModelTypeText, Endpoint: t.p.endpoint, CountsTokens: true,
 		Subject:  textSubject{req: req, bodyLen: int64(bodyLen)},
 		Reserver: t.Leaser,
 	})
-	return textCall{requestID: requestID, Admission: ad}, refused
+	return &textCall{requestID: requestID, Admission: ad}, refused
 }
 
 // refuse writes an admission refusal in the protocol's shape.
@@ -204,57 +223,66 @@ const defaultOutputEstimate = 4096
 
 // serve calls the upstream and delivers the answer; it returns the backend
 // that served it.
-func (t *Text) serve(ctx context.Context, w http.ResponseWriter, p *auth.Principal, c textCall) string {
-	res, cand, err := t.invoke(ctx, p, &c)
+func (t *Text) serve(w http.ResponseWriter, p *auth.Principal, c *textCall) string {
+	res, cand, err := t.invoke(c.ctx, p, c)
 	if err != nil {
-		t.release(ctx, c)
+		t.release(c.ctx, c)
 		t.writeUpstreamError(w, err)
 		return ""
 	}
 	defer res.Close()
-	requestServed(c.span, cand)
+	requestServed(c.span, *cand)
 	if res.Stream == nil {
-		// The body is written only once its usage row is durable: a client
-		// never holds an answer the ledger could lose.
-		if err := t.settle(ctx, p, c, cand, res.Usage, false); err != nil {
-			t.usageNotRecorded(ctx, w, c, false, err)
-			return cand.Backend.Name
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(res.Body)
-		t.saveConversation(context.WithoutCancel(ctx), p, c.req.Model, c.conv, res.Body)
+		t.answer(w, p, c, cand, res)
 		return cand.Backend.Name
 	}
-	capture := &streamCapture{}
-	complete, tail := t.pump(ctx, w, res.Stream, capture.observe)
+	r := t.pump(c.ctx, w, res.Stream)
+	t.endStream(p, c, cand, r)
+	return cand.Backend.Name
+}
+
+// answer writes a whole (non-streamed) answer once its usage row is
+// durable: a client never holds an answer the ledger could lose.
+func (t *Text) answer(w http.ResponseWriter, p *auth.Principal, c *textCall, cand *routing.Candidate, res *upstream.Result) {
+	if err := t.settle(c.ctx, p, c, cand, res.Usage, false); err != nil {
+		t.usageNotRecorded(c.ctx, w, c, false, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(res.Body)
+	t.saveConversation(context.WithoutCancel(c.ctx), p, c.req.Model, c.conv, res.Body)
+}
+
+// endStream settles a relayed stream and sends its terminal events once
+// the usage row is durable; a failed settlement sends an error event
+// instead of a finished answer.
+func (t *Text) endStream(p *auth.Principal, c *textCall, cand *routing.Candidate, r *relay) {
+	w, s := r.w, r.s
 	if c.attempt != nil {
 		c.attempt.End()
 	}
-	u := res.Stream.Usage()
-	if !res.Stream.UsageReported() && u.PromptTokens() == 0 {
+	u := s.Usage()
+	if !s.UsageReported() && u.PromptTokens() == 0 {
 		// Never bill a prompt as zero tokens: the admission's estimate.
 		u.InputTokens = pricing.EstimateInputTokens(int64(len(c.body)))
 	}
-	err = t.settle(ctx, p, c, cand, u, !complete)
-	if err != nil {
-		// The terminal events stay unsent: the client sees an error event
-		// instead of a finished answer.
-		t.usageNotRecorded(ctx, w, c, true, err)
-		return cand.Backend.Name
+	if err := t.settle(c.ctx, p, c, cand, u, !r.complete); err != nil {
+		t.usageNotRecorded(c.ctx, w, c, true, err)
+		return
 	}
-	_, _ = w.Write(tail) // the server flushes it when the handler returns
-	if complete {
-		t.saveConversation(context.WithoutCancel(ctx), p, c.req.Model, c.conv, capture.response)
+	_, _ = w.Write(r.tail) // the server flushes it when the handler returns
+	if r.complete {
+		t.saveConversation(context.WithoutCancel(c.ctx), p, c.req.Model, c.conv, r.capture.response)
 	}
-	return cand.Backend.Name
 }
 
 // invoke tries the plan's candidates in order until one answers. Only
 // failures before any byte reached the client are retried.
-func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*upstream.Result, routing.Candidate, error) {
+func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*upstream.Result, *routing.Candidate, error) {
 	deadline := t.Clock.Now().Add(retryBudget)
 	var lastErr error
-	for i, cand := range c.Plan {
+	for i := range c.Plan {
+		cand := &c.Plan[i]
 		if i >= maxAttempts || (i > 0 && t.Clock.Now().After(deadline)) {
 			break
 		}
@@ -263,7 +291,7 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "unknown provider"}
 			continue
 		}
-		backend, err := t.backend(ctx, cand)
+		backend, err := t.backend(ctx, *cand)
 		if err != nil {
 			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
 			continue
@@ -275,7 +303,7 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 		if c.req.Stream {
 			uctx = context.WithoutCancel(ctx)
 		}
-		uctx, attempt := startAttempt(uctx, cand, backend.UpstreamModel, i+1)
+		uctx, attempt := startAttempt(uctx, *cand, backend.UpstreamModel, i+1)
 		upstreamAttempts(cand.Backend.Name).Inc()
 		res, err := upstream.Invoke(uctx, prov, backend, upstream.Request{
 			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
@@ -304,7 +332,7 @@ func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*ups
 		log.FromContext(ctx).Info("upstream attempt failed; trying the next backend",
 			"model", c.req.Model, "backend", cand.Backend.Name, "error", err.Error())
 	}
-	return nil, routing.Candidate{}, lastErr
+	return nil, nil, lastErr
 }
 
 // backend resolves a candidate into the provider's view, credential
@@ -322,60 +350,95 @@ func (t *Text) backend(ctx context.Context, c routing.Candidate) (upstream.Backe
 // waits), so a burst of events leaves in one write and a slow stream still
 // sends each event at once. The events from the upstream's terminal event
 // on (message_stop, [DONE], response.completed, with whatever a translation
-// emits with them) are not written but returned as tail, in SSE framing: the
-// caller sends them once the usage row is durable. complete is false when
-// the stream did not finish (client gone or upstream cut).
-func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *upstream.Stream, observe func(upstream.Event)) (complete bool, tail []byte) {
+// emits with them) are not written but kept as the relay's tail, in SSE
+// framing: endStream sends them once the usage row is durable. The relay's
+// complete is false when the stream did not finish (client gone or upstream
+// cut).
+func (t *Text) pump(ctx context.Context, w http.ResponseWriter, s *upstream.Stream) *relay {
+	r := startRelay(w, s)
+	for {
+		ev, err := s.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			r.complete = r.flush() == nil && s.Complete()
+			return r
+		case err != nil:
+			_ = r.flush()
+			streamEndedEarly(ctx, err)
+			return r
+		case r.clientGone:
+			drain(ctx, s) // the client left; the upstream goes on and reports usage
+			return r
+		}
+		if t.p.proto == upstream.Responses {
+			r.capture.observe(ev)
+		}
+		if !r.write(ev) {
+			drain(ctx, s)
+			return r
+		}
+	}
+}
+
+// relay is the client side of pump: the writer, its flushes and its
+// buffer, and what pump leaves for settlement.
+type relay struct {
+	w          http.ResponseWriter
+	rc         *http.ResponseController
+	s          *upstream.Stream
+	buf        []byte
+	unflushed  bool
+	clientGone bool
+	// complete: the stream finished and the client has every event before
+	// the terminal ones, which are tail.
+	complete bool
+	tail     []byte
+	capture  streamCapture
+}
+
+// startRelay sends the stream's status and headers.
+func startRelay(w http.ResponseWriter, s *upstream.Stream) *relay {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	unflushed, clientGone := false, false
-	flush := func() error {
-		if !unflushed {
-			return nil
-		}
-		unflushed = false
-		// A failed flush means the client left: the stream goes on (the
-		// loop drains it for its usage), so no error stops it here.
-		if rc.Flush() != nil {
-			clientGone = true
-		}
+	r := &relay{w: w, rc: http.NewResponseController(w), s: s}
+	s.BeforeWait(r.flush)
+	return r
+}
+
+// write writes one event unflushed, or keeps it in tail once the stream
+// is at its terminal events; false means the client is gone.
+func (r *relay) write(ev upstream.Event) bool {
+	if r.s.Complete() {
+		r.tail = ev.AppendSSE(r.tail)
+		return true
+	}
+	r.buf = ev.AppendSSE(r.buf[:0])
+	if _, err := r.w.Write(r.buf); err != nil {
+		return false
+	}
+	r.unflushed = true
+	return true
+}
+
+// flush sends what was written. A failed flush means the client left: the
+// stream goes on (pump drains it for its usage), so it returns no error.
+func (r *relay) flush() error {
+	if !r.unflushed {
 		return nil
 	}
-	s.BeforeWait(flush)
-	var buf []byte
-	for {
-		ev, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			return flush() == nil && s.Complete(), tail
-		}
-		if err != nil {
-			_ = flush()
-			log.FromContext(ctx).Info("stream ended early", "error", err.Error())
-			return false, tail
-		}
-		if clientGone {
-			drain(ctx, s) // the client left; the upstream goes on and reports usage
-			return false, tail
-		}
-		if t.p.proto == upstream.Responses {
-			observe(ev)
-		}
-		if s.Complete() {
-			tail = ev.AppendSSE(tail)
-			continue
-		}
-		buf = ev.AppendSSE(buf[:0])
-		if _, err := w.Write(buf); err != nil {
-			drain(ctx, s)
-			return false, tail
-		}
-		unflushed = true
+	r.unflushed = false
+	if r.rc.Flush() != nil {
+		r.clientGone = true
 	}
+	return nil
+}
+
+func streamEndedEarly(ctx context.Context, err error) {
+	log.FromContext(ctx).Info("stream ended early", "error", err.Error())
 }
 
 // Bounds of reading an upstream stream after its client left.
@@ -408,7 +471,7 @@ func drain(ctx context.Context, s *upstream.Stream) {
 // cut after output began is charged for what was produced, without the
 // minimum charge. The error is the wait's: the client left (the row is
 // still written) or the row could not be stored.
-func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, cand routing.Candidate, u upstream.Usage, cut bool) (err error) {
+func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c *textCall, cand *routing.Candidate, u upstream.Usage, cut bool) (err error) {
 	ctx := context.WithoutCancel(reqCtx) // the client may be gone; the charge is not
 	span := settlementSpan(ctx)
 	var quota billing.Quota
@@ -455,7 +518,7 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c textCall, can
 // place of its answer (or of a stream's terminal events): 503 in the
 // protocol's error shape, or an error event when the stream has begun.
 // A client that left gets nothing.
-func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c textCall, streaming bool, err error) {
+func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c *textCall, streaming bool, err error) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -473,7 +536,7 @@ func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c te
 	_, _ = w.Write(ev.AppendSSE(nil))
 }
 
-func (t *Text) release(ctx context.Context, c textCall) {
+func (t *Text) release(ctx context.Context, c *textCall) {
 	defer endRelease(settlementSpan(ctx))
 	if err := t.Leaser.Release(context.WithoutCancel(ctx), c.Hold); err != nil {
 		log.FromContext(ctx).Error(err, "release reservation", "requestID", c.requestID)

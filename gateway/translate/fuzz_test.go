@@ -211,3 +211,72 @@ func FuzzSSERoundTrip(f *testing.F) {
 		t.Fatalf("no end after %d events on %q", len(in)+1, in)
 	})
 }
+
+// FuzzSSEReaderMatchesSpec reads a stream in chunks of any size and holds
+// the events to what the SSE specification's parsing makes of the whole
+// input at once: lines end at CRLF, LF or a lone CR; "data" lines join with
+// LF; "event" names the event; a blank line dispatches an event with data;
+// the stream's end dispatches a last event that has data.
+func FuzzSSEReaderMatchesSpec(f *testing.F) {
+	for _, s := range []string{messagesStream, chatStream, "data: a\rdata: b\r\r", "data: " + strings.Repeat("y", 3000) + "\r\n\r\n",
+		"event: e\ndata\ndata:x\n\n", "data: tail"} {
+		f.Add([]byte(s), uint16(7))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint16) {
+		if len(in) > maxFuzzInput {
+			return
+		}
+		want := specEvents(in)
+		r := NewSSEReader(&chunkReader{data: in, size: int(chunk) + 1})
+		var got []string
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				break
+			}
+			got = append(got, ev.Name+"\x00"+string(ev.Data))
+		}
+		if strings.Join(got, "\x01") != strings.Join(want, "\x01") {
+			t.Fatalf("read in chunks of %d, %q gives %q, want %q", int(chunk)+1, in, got, want)
+		}
+	})
+}
+
+// specEvents parses a whole SSE stream the specification's way.
+func specEvents(in []byte) []string {
+	text := strings.ReplaceAll(strings.ReplaceAll(string(in), "\r\n", "\n"), "\r", "\n")
+	lines := strings.Split(text, "\n")
+	var out []string
+	var name, data string
+	hasData := false
+	for i, line := range lines {
+		last := i == len(lines)-1
+		if line == "" {
+			if !last && hasData {
+				out = append(out, name+"\x00"+data)
+			}
+			if !last {
+				name, data, hasData = "", "", false
+			}
+			continue
+		}
+		field, value, found := strings.Cut(line, ":")
+		if found {
+			value = strings.TrimPrefix(value, " ")
+		}
+		switch field {
+		case "data":
+			if hasData {
+				data += "\n"
+			}
+			data += value
+			hasData = true
+		case "event":
+			name = value
+		}
+	}
+	if hasData {
+		out = append(out, name+"\x00"+data)
+	}
+	return out
+}

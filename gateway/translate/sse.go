@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 )
@@ -10,7 +9,15 @@ import (
 // returned Event aliases an internal buffer and is valid only until the next
 // call to Next.
 type SSEReader struct {
-	r    *bufio.Reader
+	src io.Reader
+	// buf holds what was read and not yet consumed, buf[r:w]; err is the
+	// read error that ended src (returned once buf is consumed).
+	buf  []byte
+	r, w int
+	err  error
+	// empty counts reads in a row that returned nothing.
+	empty int
+
 	data []byte
 	line []byte
 	// rest is what follows a lone CR in the last line read: more lines,
@@ -26,7 +33,11 @@ func NewSSEReader(r io.Reader) *SSEReader {
 	// read, so a smaller one here costs no system call; a longer line is
 	// gathered across reads by readLine, and Ready sees up to 1 KiB of
 	// following events (a few deltas) when it decides whether to flush.
-	return &SSEReader{r: bufio.NewReaderSize(r, 1<<10)}
+	// The buffering is this type's own rather than a bufio.Reader's: a
+	// stream's goroutine waits in a read under it for the stream's whole
+	// life, and one frame less there keeps that goroutine's stack small
+	// (see handlers.Text.serveHTTP).
+	return &SSEReader{src: r, buf: make([]byte, 1<<10)}
 }
 
 var knownEventNames = map[string]string{}
@@ -101,11 +112,7 @@ func (s *SSEReader) Next() (Event, error) {
 // underlying reader (it never blocks). A stream proxy uses it to coalesce
 // writes: flush only when the next event is not there yet.
 func (s *SSEReader) Ready() bool {
-	n := s.r.Buffered()
-	if n == 0 {
-		return false
-	}
-	b, _ := s.r.Peek(n) // n <= Buffered: no read
+	b := s.buf[s.r:s.w]
 	hasData := false
 	for {
 		i := bytes.IndexByte(b, '\n')
@@ -132,21 +139,60 @@ func (s *SSEReader) readLine() ([]byte, error) {
 	if s.hasRest {
 		return s.splitCR(s.rest), nil
 	}
-	line, err := s.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		s.line = append(s.line[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = s.r.ReadSlice('\n')
-			s.line = append(s.line, line...)
+	long := false // the line so far is in s.line: longer than buf
+	for {
+		if i := bytes.IndexByte(s.buf[s.r:s.w], '\n'); i >= 0 {
+			line := s.buf[s.r : s.r+i]
+			s.r += i + 1
+			return s.splitCR(s.lineEnd(line, long)), nil
 		}
-		line = s.line
+		if s.err != nil {
+			line := s.buf[s.r:s.w]
+			s.r = s.w
+			if s.err != io.EOF || (len(line) == 0 && !long) {
+				return nil, s.err
+			}
+			return s.splitCR(s.lineEnd(line, long)), nil
+		}
+		if s.r == 0 && s.w == len(s.buf) { // a line longer than buf
+			if !long {
+				s.line = s.line[:0]
+			}
+			s.line, s.w, long = append(s.line, s.buf...), 0, true
+		}
+		s.fill()
 	}
-	if err != nil && (err != io.EOF || len(line) == 0) {
-		return nil, err
+}
+
+// lineEnd is a line's last part with the part gathered before it, if any,
+// and without its CR.
+func (s *SSEReader) lineEnd(part []byte, long bool) []byte {
+	if long {
+		s.line = append(s.line, part...)
+		part = s.line
 	}
-	line = bytes.TrimSuffix(line, []byte{'\n'})
-	line = bytes.TrimSuffix(line, []byte{'\r'})
-	return s.splitCR(line), nil
+	return bytes.TrimSuffix(part, []byte{'\r'})
+}
+
+// fill reads once into buf, after what is unread. A reader that keeps
+// returning nothing is an error, as bufio has it.
+func (s *SSEReader) fill() {
+	if s.r > 0 {
+		s.w = copy(s.buf, s.buf[s.r:s.w])
+		s.r = 0
+	}
+	n, err := s.src.Read(s.buf[s.w:])
+	s.w += n
+	switch {
+	case err != nil:
+		s.err = err
+	case n > 0:
+		s.empty = 0
+	default:
+		if s.empty++; s.empty >= 100 {
+			s.err = io.ErrNoProgress
+		}
+	}
 }
 
 // splitCR returns line up to its first CR and keeps the rest for the next

@@ -291,6 +291,9 @@ func (s *Stream) prime() error {
 // upstream broke off (a translated stream still ends with a well-formed
 // error event before that).
 func (s *Stream) Next() (Event, error) {
+	// The loop stays small: a stream's goroutine waits inside it for the
+	// stream's whole life (see handlers.Text.serveHTTP); the end of the
+	// stream and the translation are calls of their own.
 	for s.pos >= len(s.pending) {
 		if s.err != nil {
 			return Event{}, s.err
@@ -299,42 +302,58 @@ func (s *Stream) Next() (Event, error) {
 		var err error
 		if s.hasFirst {
 			ev, s.hasFirst = s.first, false
+		} else if s.beforeWait != nil && !s.rd.Ready() && s.waitFailed() {
+			continue
 		} else {
-			if s.beforeWait != nil && !s.rd.Ready() {
-				if err := s.beforeWait(); err != nil {
-					s.err, s.ended = err, true
-					return Event{}, err
-				}
-			}
 			ev, err = s.rd.Next()
 		}
 		if err != nil {
-			complete := s.tr.Done()
-			s.ended, s.complete = true, complete
-			s.pending, s.pos = s.tr.Finish(), 0
-			switch {
-			case err == io.EOF && complete:
-				s.err = io.EOF
-			case err == io.EOF:
-				s.err = io.ErrUnexpectedEOF
-			case s.closed.Load():
-				s.err = errors.New("upstream: stream closed")
-			default:
-				s.err = err
-			}
+			s.end(err)
 			continue
 		}
-		s.pending, err = s.tr.Translate(ev)
-		s.pos = 0
-		if err != nil {
-			s.err = err
-			s.ended = true
-			s.pending = s.tr.Finish()
-		}
+		s.translate(ev)
 	}
-	ev := s.pending[s.pos]
 	s.pos++
-	return ev, nil
+	return s.pending[s.pos-1], nil
+}
+
+// waitFailed calls beforeWait; an error from it ends the stream as it is.
+func (s *Stream) waitFailed() bool {
+	if err := s.beforeWait(); err != nil {
+		s.err, s.ended = err, true
+		return true
+	}
+	return false
+}
+
+// end closes the translation when the upstream stream ended with err and
+// queues its last events.
+func (s *Stream) end(err error) {
+	complete := s.tr.Done()
+	s.ended, s.complete = true, complete
+	s.pending, s.pos = s.tr.Finish(), 0
+	switch {
+	case err == io.EOF && complete:
+		s.err = io.EOF
+	case err == io.EOF:
+		s.err = io.ErrUnexpectedEOF
+	case s.closed.Load():
+		s.err = errors.New("upstream: stream closed")
+	default:
+		s.err = err
+	}
+}
+
+// translate queues the client events of one upstream event.
+func (s *Stream) translate(ev translate.Event) {
+	var err error
+	s.pending, err = s.tr.Translate(ev)
+	s.pos = 0
+	if err != nil {
+		s.err = err
+		s.ended = true
+		s.pending = s.tr.Finish()
+	}
 }
 
 // BeforeWait sets a function that Next calls before it waits for the

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
+	_ "net/http/pprof" //nolint:gosec // served only with -pprof
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,7 +22,11 @@ func main() {
 	addr := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	target := flag.String("target", "", "proxy: the upstream URL")
 	chunkDelay := flag.Duration("chunk-delay", 0, "upstream: delay between streamed chunks (slow streams)")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address (the many-streams measurement reads the heap profile)")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { log.Fatal(http.ListenAndServe(*pprofAddr, nil)) }() //nolint:gosec // a benchmark's loopback endpoint
+	}
 	var url string
 	switch *role {
 	case "upstream":

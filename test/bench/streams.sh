@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The many-streams measurement with every target in a process of its own:
+# a slow fake upstream (benchserve -chunk-delay), the bare
+# httputil.ReverseProxy and `modelgate dev`, each holding N streams open at
+# once (test/bench/cmd/openstreams); reports what each proxy's process holds
+# per open stream, live (heap and stacks after a collection) and resident.
+#
+#   make bench-streams                 N=10000 streams (fewer if the open-file limit says so)
+#   N=2000 CHUNK_DELAY=5s make bench-streams
+#   MODELGATE=/path/to/modelgate make bench-streams   another build of the gateway
+#   PROFILES=/tmp/p make bench-streams   heap profiles before and at the peak (go tool pprof -base)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+N=${N:-10000} CHUNK_DELAY=${CHUNK_DELAY:-3s}
+UP_ADDR=${UP_ADDR:-127.0.0.1:18191} PX_ADDR=${PX_ADDR:-127.0.0.1:18192} GW_ADDR=${GW_ADDR:-127.0.0.1:18190}
+PX_PPROF=127.0.0.1:18193 GW_PPROF=127.0.0.1:18194
+
+# The gateway holds two descriptors per stream (client and upstream side).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ $((2 * N + 400)) -gt "$hard" ]; then
+  echo "open files limited to $hard per process: $(((hard - 400) / 2)) streams instead of $N" >&2
+  N=$(((hard - 400) / 2))
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cd "$ROOT"
+go build -o "$work/benchserve" ./test/bench/cmd/benchserve
+go build -o "$work/openstreams" ./test/bench/cmd/openstreams
+MODELGATE=${MODELGATE:-}
+if [ -z "$MODELGATE" ]; then
+  go build -o "$work/modelgate" . && MODELGATE=$work/modelgate
+fi
+assets=$(hack/tools.sh envtest-dir)
+
+"$work/benchserve" -role upstream -listen "$UP_ADDR" -chunk-delay "$CHUNK_DELAY" >"$work/upstream.log" 2>&1 & pids+=($!)
+"$work/benchserve" -role proxy -listen "$PX_ADDR" -target "http://$UP_ADDR" -pprof "$PX_PPROF" >"$work/proxy.log" 2>&1 & pids+=($!); px_pid=$!
+
+mkdir -p "$work/samples"
+sed -e "s#@UPSTREAM@#http://$UP_ADDR/v1#" test/bench/samples.yaml >"$work/samples/bench.yaml"
+KUBEBUILDER_ASSETS=$assets "$MODELGATE" dev -data-dir "$work/dev" -samples-dir "$work/samples" -assets-dir "$assets" \
+  -listen "$GW_ADDR" -pprof-bind-address "$GW_PPROF" >"$work/dev.log" 2>&1 & pids+=($!); gw_pid=$!
+for _ in $(seq 300); do
+  [ -s "$work/dev/dev.json" ] && break
+  kill -0 "$gw_pid" 2>/dev/null || { cat "$work/dev.log" >&2; exit 1; }
+  sleep 0.5
+done
+key=$(sed -n 's/.*"apiKey": *"\([^"]*\)".*/\1/p' "$work/dev/dev.json")
+[ -n "$key" ] || { echo "modelgate dev did not start" >&2; tail -20 "$work/dev.log" >&2; exit 1; }
+
+echo "$N slow streams (a chunk every $CHUNK_DELAY) held open at once, each target in its own process, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| target | streams open | live memory per stream (heap and stacks after a GC) | resident per stream | resident before → at peak | errors |"
+echo "|---|---:|---:|---:|---:|---|"
+"$work/openstreams" -name "bare ReverseProxy" -url "http://$PX_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$PX_PPROF" -pid "$px_pid" ${PROFILES:+-profiles "$PROFILES"}
+sleep 2 # the proxy hangs up its upstream streams at once
+"$work/openstreams" -name "modelgate" -url "http://$GW_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$GW_PPROF" -pid "$gw_pid" ${PROFILES:+-profiles "$PROFILES"}
+echo
+echo "Live: the process's Go heap in use plus goroutine stacks, after a forced collection, at the peak minus before the first stream. Resident: VmRSS, which also holds the collector's headroom (GOGC) and memory not yet returned to the system."
