@@ -222,6 +222,10 @@ func FuzzSSEReaderMatchesSpec(f *testing.F) {
 		"event: e\ndata\ndata:x\n\n", "data: tail"} {
 		f.Add([]byte(s), uint16(7))
 	}
+	// Lines longer than every buffer, read a few bytes and a few KiB at a time.
+	long := "data: " + strings.Repeat("z", 9000) + "\r\ndata: b\r\n\r\nevent: x\ndata: " + strings.Repeat("w", 5000) + "\n\n"
+	f.Add([]byte(long), uint16(2))
+	f.Add([]byte(long), uint16(3000))
 	f.Fuzz(func(t *testing.T, in []byte, chunk uint16) {
 		if len(in) > maxFuzzInput {
 			return

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"io"
+	"sync"
 )
 
 // SSEReader reads server-sent events. It is allocation-light: the Data of a
@@ -11,8 +12,12 @@ import (
 type SSEReader struct {
 	src io.Reader
 	// buf holds what was read and not yet consumed, buf[r:w]; err is the
-	// read error that ended src (returned once buf is consumed).
+	// read error that ended src (returned once buf is consumed). buf is
+	// wait while the reader waits for the upstream with nothing unread, and
+	// a pooled sseBufSize buffer (big) while there is more to read.
 	buf  []byte
+	big  *[]byte
+	wait [sseWaitSize]byte
 	r, w int
 	err  error
 	// empty counts reads in a row that returned nothing.
@@ -26,18 +31,29 @@ type SSEReader struct {
 	hasRest bool
 }
 
-// NewSSEReader returns a reader of the events in r.
+// The SSE reader's buffers. A stream waits for its upstream most of its
+// life, so what it holds while it waits is what an open stream costs: a
+// read that finds nothing unread goes into the reader's own sseWaitSize
+// bytes (an event or two of deltas), and only what follows it in a burst is
+// read into a pooled sseBufSize buffer, returned to the pool once consumed.
+// A burst as large as the transport's 4 KiB buffer then arrives in two reads
+// and Ready sees it whole when it decides whether to flush. A longer line is
+// gathered across reads by readLine.
+const (
+	sseWaitSize = 256
+	sseBufSize  = 4 << 10
+)
+
+var sseBufs = sync.Pool{New: func() any { b := make([]byte, sseBufSize); return &b }}
+
+// NewSSEReader returns a reader of the events in r. The buffering is this
+// type's own rather than a bufio.Reader's: a stream's goroutine waits in a
+// read under it for the stream's whole life, and one frame less there keeps
+// that goroutine's stack small (see handlers.Text.serveHTTP).
 func NewSSEReader(r io.Reader) *SSEReader {
-	// 1 KiB: held for the whole life of a stream. It reads from the
-	// transport's own 4 KiB buffer, which takes a burst from the socket in one
-	// read, so a smaller one here costs no system call; a longer line is
-	// gathered across reads by readLine, and Ready sees up to 1 KiB of
-	// following events (a few deltas) when it decides whether to flush.
-	// The buffering is this type's own rather than a bufio.Reader's: a
-	// stream's goroutine waits in a read under it for the stream's whole
-	// life, and one frame less there keeps that goroutine's stack small
-	// (see handlers.Text.serveHTTP).
-	return &SSEReader{src: r, buf: make([]byte, 1<<10)}
+	s := &SSEReader{src: r}
+	s.buf = s.wait[:]
+	return s
 }
 
 var knownEventNames = map[string]string{}
@@ -154,7 +170,7 @@ func (s *SSEReader) readLine() ([]byte, error) {
 			}
 			return s.splitCR(s.lineEnd(line, long)), nil
 		}
-		if s.r == 0 && s.w == len(s.buf) { // a line longer than buf
+		if s.r == 0 && s.w == sseBufSize && s.big != nil { // a line longer than buf
 			if !long {
 				s.line = s.line[:0]
 			}
@@ -177,10 +193,7 @@ func (s *SSEReader) lineEnd(part []byte, long bool) []byte {
 // fill reads once into buf, after what is unread. A reader that keeps
 // returning nothing is an error, as bufio has it.
 func (s *SSEReader) fill() {
-	if s.r > 0 {
-		s.w = copy(s.buf, s.buf[s.r:s.w])
-		s.r = 0
-	}
+	s.makeRoom()
 	n, err := s.src.Read(s.buf[s.w:])
 	s.w += n
 	switch {
@@ -192,6 +205,27 @@ func (s *SSEReader) fill() {
 		if s.empty++; s.empty >= 100 {
 			s.err = io.ErrNoProgress
 		}
+	}
+}
+
+// makeRoom readies buf for a read: the wait buffer when nothing is unread
+// (the big one goes back to the pool: no line read from it is in use any
+// more), else the big one with the unread bytes at its start.
+func (s *SSEReader) makeRoom() {
+	switch {
+	case s.r == s.w:
+		s.r, s.w = 0, 0
+		if s.big != nil {
+			sseBufs.Put(s.big)
+			s.big, s.buf = nil, s.wait[:]
+		}
+	case s.big == nil:
+		s.big = sseBufs.Get().(*[]byte)
+		s.w = copy(*s.big, s.buf[s.r:s.w])
+		s.r, s.buf = 0, *s.big
+	case s.r > 0:
+		s.w = copy(s.buf, s.buf[s.r:s.w])
+		s.r = 0
 	}
 }
 
