@@ -23,38 +23,12 @@ if [ "$hard" != unlimited ] && [ $((2 * N + 400)) -gt "$hard" ]; then
   N=$(((hard - 400) / 2))
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-cd "$ROOT"
-go build -o "$work/benchserve" ./test/bench/cmd/benchserve
+. "$ROOT/test/bench/lib.sh"
+build_targets
 go build -o "$work/openstreams" ./test/bench/cmd/openstreams
-MODELGATE=${MODELGATE:-}
-if [ -z "$MODELGATE" ]; then
-  go build -o "$work/modelgate" . && MODELGATE=$work/modelgate
-fi
-assets=$(hack/tools.sh envtest-dir)
-
 "$work/benchserve" -role upstream -listen "$UP_ADDR" -chunk-delay "$CHUNK_DELAY" >"$work/upstream.log" 2>&1 & pids+=($!)
 "$work/benchserve" -role proxy -listen "$PX_ADDR" -target "http://$UP_ADDR" -pprof "$PX_PPROF" >"$work/proxy.log" 2>&1 & pids+=($!); px_pid=$!
-
-mkdir -p "$work/samples"
-sed -e "s#@UPSTREAM@#http://$UP_ADDR/v1#" test/bench/samples.yaml >"$work/samples/bench.yaml"
-KUBEBUILDER_ASSETS=$assets "$MODELGATE" dev -data-dir "$work/dev" -samples-dir "$work/samples" -assets-dir "$assets" \
-  -listen "$GW_ADDR" -pprof-bind-address "$GW_PPROF" >"$work/dev.log" 2>&1 & pids+=($!); gw_pid=$!
-for _ in $(seq 300); do
-  [ -s "$work/dev/dev.json" ] && break
-  kill -0 "$gw_pid" 2>/dev/null || { cat "$work/dev.log" >&2; exit 1; }
-  sleep 0.5
-done
-key=$(sed -n 's/.*"apiKey": *"\([^"]*\)".*/\1/p' "$work/dev/dev.json")
-[ -n "$key" ] || { echo "modelgate dev did not start" >&2; tail -20 "$work/dev.log" >&2; exit 1; }
+start_dev "$UP_ADDR" "$GW_ADDR" -pprof-bind-address "$GW_PPROF"
 
 echo "$N slow streams (a chunk every $CHUNK_DELAY) held open at once, each target in its own process, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo

@@ -21,37 +21,11 @@ DURABILITY=${DURABILITY:-disk} MODES=${MODES:-json stream}
 UP_ADDR=${UP_ADDR:-127.0.0.1:18091} PX_ADDR=${PX_ADDR:-127.0.0.1:18092} GW_ADDR=${GW_ADDR:-127.0.0.1:18090}
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-cd "$ROOT"
-go build -o "$work/benchserve" ./test/bench/cmd/benchserve
-MODELGATE=${MODELGATE:-}
-if [ -z "$MODELGATE" ]; then
-  go build -o "$work/modelgate" . && MODELGATE=$work/modelgate
-fi
-assets=$(hack/tools.sh envtest-dir)
-
-"$work/benchserve" -role upstream -listen "$UP_ADDR" >"$work/upstream.log" 2>&1 & pids+=($!); up_pid=$!
+. "$ROOT/test/bench/lib.sh"
+build_targets
+"$work/benchserve" -role upstream -listen "$UP_ADDR" >"$work/upstream.log" 2>&1 & pids+=($!)
 "$work/benchserve" -role proxy -listen "$PX_ADDR" -target "http://$UP_ADDR" >"$work/proxy.log" 2>&1 & pids+=($!); px_pid=$!
-
-mkdir -p "$work/samples"
-sed -e "s#@UPSTREAM@#http://$UP_ADDR/v1#" test/bench/samples.yaml >"$work/samples/bench.yaml"
-KUBEBUILDER_ASSETS=$assets "$MODELGATE" dev -data-dir "$work/dev" -samples-dir "$work/samples" -assets-dir "$assets" \
-  -listen "$GW_ADDR" -usage-durability "$DURABILITY" >"$work/dev.log" 2>&1 & pids+=($!); gw_pid=$!
-for _ in $(seq 300); do
-  [ -s "$work/dev/dev.json" ] && break
-  kill -0 "$gw_pid" 2>/dev/null || { cat "$work/dev.log" >&2; exit 1; }
-  sleep 0.5
-done
-key=$(sed -n 's/.*"apiKey": *"\([^"]*\)".*/\1/p' "$work/dev/dev.json")
-[ -n "$key" ] || { echo "modelgate dev did not start" >&2; tail -20 "$work/dev.log" >&2; exit 1; }
+start_dev "$UP_ADDR" "$GW_ADDR" -usage-durability "$DURABILITY"
 
 for mode in json stream; do
   stream=false; [ "$mode" = stream ] && stream=true
