@@ -73,12 +73,14 @@ func newRequestID() string { return store.NewRequestID() }
 // serveHTTP runs the pipeline for an authenticated request (the
 // middleware gave it its ID, span and metrics: Register).
 //
-// The functions on a stream's goroutine for the stream's whole life
-// (serveHTTP, serve, stream, pump) keep small frames and leave the deep work
-// (admission, the upstream call, settlement) to calls that have returned by
-// then: a goroutine blocked with less than a quarter of its stack in use has
-// the stack halved by the collector, and a stream's goroutine grew to 16 KiB
-// on the way in (docs/performance.md, "Memory per open stream").
+// The functions under a stream for its whole life (serveHTTP, serve, pump)
+// keep small frames, and the deep work (admission, the upstream call,
+// settlement) sits in calls of its own: a goroutine's stack that once grows
+// to 16 KiB keeps that size while a stream waits on it (the collector halves
+// a stack only when under a quarter of it is in use, and a waiting stream uses
+// about 4 KiB plus the runtime's 800-byte guard), so what an open stream costs
+// depends on the request's deepest moment staying within 8 KiB
+// (docs/performance.md, "Stop 26").
 func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	c := t.admit(w, r, p)
 	if c == nil {

@@ -48,8 +48,8 @@ var sseBufs = sync.Pool{New: func() any { b := make([]byte, sseBufSize); return 
 
 // NewSSEReader returns a reader of the events in r. The buffering is this
 // type's own rather than a bufio.Reader's: a stream's goroutine waits in a
-// read under it for the stream's whole life, and one frame less there keeps
-// that goroutine's stack small (see handlers.Text.serveHTTP).
+// read under it for the stream's whole life, and one frame less there helps
+// keep that goroutine's stack within 8 KiB (see handlers.Text.serveHTTP).
 func NewSSEReader(r io.Reader) *SSEReader {
 	s := &SSEReader{src: r}
 	s.buf = s.wait[:]
