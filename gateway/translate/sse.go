@@ -34,13 +34,14 @@ type SSEReader struct {
 // The SSE reader's buffers. A stream waits for its upstream most of its
 // life, so what it holds while it waits is what an open stream costs: a
 // read that finds nothing unread goes into the reader's own sseWaitSize
-// bytes (an event or two of deltas), and only what follows it in a burst is
-// read into a pooled sseBufSize buffer, returned to the pool once consumed.
-// A burst as large as the transport's 4 KiB buffer then arrives in two reads
-// and Ready sees it whole when it decides whether to flush. A longer line is
-// gathered across reads by readLine.
+// bytes, and only what follows it in a burst is read into a pooled
+// sseBufSize buffer, returned to the pool once consumed. Ready sees a burst
+// of up to 1 KiB (a few deltas) whole when it decides whether to flush, and
+// a larger one (up to the transport's 4 KiB) costs one flush more: 256
+// bytes, tried, flushed after the first event of most bursts. A longer line
+// is gathered across reads by readLine.
 const (
-	sseWaitSize = 256
+	sseWaitSize = 1 << 10
 	sseBufSize  = 4 << 10
 )
 
