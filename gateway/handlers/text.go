@@ -226,9 +226,9 @@ const defaultOutputEstimate = 4096
 // serve calls the upstream and delivers the answer; it returns the backend
 // that served it.
 func (t *Text) serve(w http.ResponseWriter, p *auth.Principal, c *textCall) string {
-	res, cand, err := t.invoke(c.ctx, p, c)
+	res, cand, err := t.invoke(p, c)
 	if err != nil {
-		t.release(c.ctx, c)
+		t.release(c)
 		t.writeUpstreamError(w, err)
 		return ""
 	}
@@ -246,8 +246,8 @@ func (t *Text) serve(w http.ResponseWriter, p *auth.Principal, c *textCall) stri
 // answer writes a whole (non-streamed) answer once its usage row is
 // durable: a client never holds an answer the ledger could lose.
 func (t *Text) answer(w http.ResponseWriter, p *auth.Principal, c *textCall, cand *routing.Candidate, res *upstream.Result) {
-	if err := t.settle(c.ctx, p, c, cand, res.Usage, false); err != nil {
-		t.usageNotRecorded(c.ctx, w, c, false, err)
+	if err := t.settle(p, c, cand, res.Usage, false); err != nil {
+		t.usageNotRecorded(w, c, false, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -268,8 +268,8 @@ func (t *Text) endStream(p *auth.Principal, c *textCall, cand *routing.Candidate
 		// Never bill a prompt as zero tokens: the admission's estimate.
 		u.InputTokens = pricing.EstimateInputTokens(int64(len(c.body)))
 	}
-	if err := t.settle(c.ctx, p, c, cand, u, !r.complete); err != nil {
-		t.usageNotRecorded(c.ctx, w, c, true, err)
+	if err := t.settle(p, c, cand, u, !r.complete); err != nil {
+		t.usageNotRecorded(w, c, true, err)
 		return
 	}
 	_, _ = w.Write(r.tail) // the server flushes it when the handler returns
@@ -280,7 +280,8 @@ func (t *Text) endStream(p *auth.Principal, c *textCall, cand *routing.Candidate
 
 // invoke tries the plan's candidates in order until one answers. Only
 // failures before any byte reached the client are retried.
-func (t *Text) invoke(ctx context.Context, p *auth.Principal, c *textCall) (*upstream.Result, *routing.Candidate, error) {
+func (t *Text) invoke(p *auth.Principal, c *textCall) (*upstream.Result, *routing.Candidate, error) {
+	ctx := c.ctx
 	deadline := t.Clock.Now().Add(retryBudget)
 	var lastErr error
 	for i := range c.Plan {
@@ -473,7 +474,8 @@ func drain(ctx context.Context, s *upstream.Stream) {
 // cut after output began is charged for what was produced, without the
 // minimum charge. The error is the wait's: the client left (the row is
 // still written) or the row could not be stored.
-func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c *textCall, cand *routing.Candidate, u upstream.Usage, cut bool) (err error) {
+func (t *Text) settle(p *auth.Principal, c *textCall, cand *routing.Candidate, u upstream.Usage, cut bool) (err error) {
+	reqCtx := c.ctx
 	ctx := context.WithoutCancel(reqCtx) // the client may be gone; the charge is not
 	span := settlementSpan(ctx)
 	var quota billing.Quota
@@ -520,7 +522,8 @@ func (t *Text) settle(reqCtx context.Context, p *auth.Principal, c *textCall, ca
 // place of its answer (or of a stream's terminal events): 503 in the
 // protocol's error shape, or an error event when the stream has begun.
 // A client that left gets nothing.
-func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c *textCall, streaming bool, err error) {
+func (t *Text) usageNotRecorded(w http.ResponseWriter, c *textCall, streaming bool, err error) {
+	ctx := c.ctx
 	if ctx.Err() != nil {
 		return
 	}
@@ -538,7 +541,8 @@ func (t *Text) usageNotRecorded(ctx context.Context, w http.ResponseWriter, c *t
 	_, _ = w.Write(ev.AppendSSE(nil))
 }
 
-func (t *Text) release(ctx context.Context, c *textCall) {
+func (t *Text) release(c *textCall) {
+	ctx := c.ctx
 	defer endRelease(settlementSpan(ctx))
 	if err := t.Leaser.Release(context.WithoutCancel(ctx), c.Hold); err != nil {
 		log.FromContext(ctx).Error(err, "release reservation", "requestID", c.requestID)
