@@ -23,13 +23,15 @@ build_targets() {
   assets=$(hack/tools.sh envtest-dir)
 }
 
-# start_dev UPSTREAM_ADDR GATEWAY_ADDR [modelgate dev flags...]: starts
-# `modelgate dev` with test/bench/samples.yaml routed to the upstream and
-# waits for it; sets gw_pid and key (the dev API key).
+# start_dev UPSTREAM GATEWAY_ADDR [modelgate dev flags...]: starts
+# `modelgate dev` with test/bench/samples.yaml routed to the upstream
+# (host:port, or a URL with its scheme) and waits for it; sets gw_pid and
+# key (the dev API key).
 start_dev() {
   local up=$1 listen=$2; shift 2
+  case $up in *://*) ;; *) up=http://$up ;; esac
   mkdir -p "$work/samples"
-  sed -e "s#@UPSTREAM@#http://$up/v1#" test/bench/samples.yaml >"$work/samples/bench.yaml"
+  sed -e "s#@UPSTREAM@#$up/v1#" test/bench/samples.yaml >"$work/samples/bench.yaml"
   KUBEBUILDER_ASSETS=$assets "$MODELGATE" dev -data-dir "$work/dev" -samples-dir "$work/samples" -assets-dir "$assets" \
     -listen "$listen" "$@" >"$work/dev.log" 2>&1 & pids+=($!); gw_pid=$!
   for _ in $(seq 300); do

@@ -37,8 +37,12 @@ func StartReverseProxyOn(addr, target string) (*ReverseProxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	// HTTP/2 without TLS too, as the gateway serves it.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	p := &ReverseProxy{URL: "http://" + ln.Addr().String(),
-		srv: &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+		srv: &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, Protocols: protocols}}
 	go func() {
 		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			panic(err)

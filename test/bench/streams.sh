@@ -9,6 +9,10 @@
 #   N=2000 CHUNK_DELAY=5s make bench-streams
 #   MODELGATE=/path/to/modelgate make bench-streams   another build of the gateway
 #   PROFILES=/tmp/p make bench-streams   heap profiles before and at the peak (go tool pprof -base)
+#   UPSTREAM_TLS=1 make bench-streams    the upstream over HTTPS with HTTP/2 offered, as the
+#                                        vendors' APIs are (both proxies negotiate it)
+#   CLIENT_H2C=1 make bench-streams      the clients speak HTTP/2 without TLS (prior knowledge),
+#                                        as an h2c-capable ingress in front of the gateway does
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 N=${N:-10000} CHUNK_DELAY=${CHUNK_DELAY:-3s}
@@ -26,16 +30,25 @@ fi
 . "$ROOT/test/bench/lib.sh"
 build_targets
 go build -o "$work/openstreams" ./test/bench/cmd/openstreams
-"$work/benchserve" -role upstream -listen "$UP_ADDR" -chunk-delay "$CHUNK_DELAY" >"$work/upstream.log" 2>&1 & pids+=($!)
-"$work/benchserve" -role proxy -listen "$PX_ADDR" -target "http://$UP_ADDR" -pprof "$PX_PPROF" >"$work/proxy.log" 2>&1 & pids+=($!); px_pid=$!
-start_dev "$UP_ADDR" "$GW_ADDR" -pprof-bind-address "$GW_PPROF"
+up_url=http://$UP_ADDR up_flags=() upstream_is="plain HTTP/1.1"
+if [ -n "${UPSTREAM_TLS:-}" ]; then
+  # Both proxies trust the upstream's own certificate through SSL_CERT_FILE.
+  up_url=https://$UP_ADDR up_flags=(-tls-cert "$work/upstream.pem") upstream_is="HTTPS, HTTP/2 offered"
+  export SSL_CERT_FILE=$work/upstream.pem
+fi
+"$work/benchserve" -role upstream -listen "$UP_ADDR" -chunk-delay "$CHUNK_DELAY" "${up_flags[@]}" >"$work/upstream.log" 2>&1 & pids+=($!)
+for _ in $(seq 100); do [ -s "$work/upstream.log" ] && break; sleep 0.1; done
+"$work/benchserve" -role proxy -listen "$PX_ADDR" -target "$up_url" -pprof "$PX_PPROF" >"$work/proxy.log" 2>&1 & pids+=($!); px_pid=$!
+start_dev "$up_url" "$GW_ADDR" -pprof-bind-address "$GW_PPROF"
 
-echo "$N slow streams (a chunk every $CHUNK_DELAY) held open at once, each target in its own process, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+client_flags=() client_is="HTTP/1.1"
+[ -n "${CLIENT_H2C:-}" ] && client_flags=(-h2c) client_is="HTTP/2 without TLS"
+echo "$N slow streams (a chunk every $CHUNK_DELAY) held open at once, clients $client_is, upstream $upstream_is, each target in its own process, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| target | streams open | live memory per stream (heap and stacks after a GC) | resident per stream | resident before → at peak | errors |"
 echo "|---|---:|---:|---:|---:|---|"
-"$work/openstreams" -name "bare ReverseProxy" -url "http://$PX_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$PX_PPROF" -pid "$px_pid" ${PROFILES:+-profiles "$PROFILES"}
+"$work/openstreams" -name "bare ReverseProxy" -url "http://$PX_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$PX_PPROF" -pid "$px_pid" "${client_flags[@]}" ${PROFILES:+-profiles "$PROFILES"}
 sleep 2 # the proxy hangs up its upstream streams at once
-"$work/openstreams" -name "modelgate" -url "http://$GW_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$GW_PPROF" -pid "$gw_pid" ${PROFILES:+-profiles "$PROFILES"}
+"$work/openstreams" -name "modelgate" -url "http://$GW_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$GW_PPROF" -pid "$gw_pid" "${client_flags[@]}" ${PROFILES:+-profiles "$PROFILES"}
 echo
 echo "Live: the process's Go heap in use plus goroutine stacks, after a forced collection, at the peak minus before the first stream. Resident: VmRSS, which also holds the collector's headroom (GOGC) and memory not yet returned to the system."

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,10 @@ type UpstreamOptions struct {
 	Latency time.Duration
 	// Addr is where it listens (default 127.0.0.1:0, a free port).
 	Addr string
+	// CertFile, when set, makes it serve HTTPS (HTTP/2 offered by ALPN, as
+	// the vendors' APIs are) with a certificate of its own, written to
+	// CertFile in PEM for the clients to trust (SSL_CERT_FILE).
+	CertFile string
 }
 
 // Upstream is a minimal OpenAI-compatible chat completions server on
@@ -96,6 +101,16 @@ func StartUpstream(o UpstreamOptions) (*Upstream, error) {
 	}
 	u.URL = "http://" + ln.Addr().String()
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if o.CertFile != "" {
+		cfg, err := selfSignedTLS(o.CertFile)
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		u.URL = "https://" + ln.Addr().String()
+		u.srv.TLSConfig = cfg
+		ln = tls.NewListener(ln, cfg)
+	}
 	go func() {
 		if err := u.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			panic(fmt.Sprintf("fake upstream: %v", err))
@@ -164,8 +179,10 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ReverseProxyTransport is the baseline proxy's upstream transport.
 func newTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy:       nil,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		// As the gateway's transport: HTTP/2 where a TLS upstream offers it.
+		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 1000,
 		IdleConnTimeout:     90 * time.Second,

@@ -33,6 +33,7 @@ func main() {
 		ramp   = flag.Int("ramp", 256, "streams being opened at a time")
 		pprof  = flag.String("pprof", "", "the target's pprof base URL (http://host:port), for its live memory")
 		pid    = flag.Int("pid", 0, "the target's process ID, for its resident memory")
+		h2c    = flag.Bool("h2c", false, "speak HTTP/2 without TLS (prior knowledge), many streams a connection")
 		profs  = flag.String("profiles", "", "save the target's heap profiles before and at the peak into this directory (go tool pprof -base)")
 	)
 	flag.Parse()
@@ -70,7 +71,12 @@ func main() {
 			peak = s
 		}
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}}
+	tr := &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}
+	if *h2c {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	client := &http.Client{Transport: tr}
 	r := bench.OpenStreams{N: *n, Ramp: *ramp, Client: client, NewRequest: newReq, Abandon: true, Snapshot: snapshot}.Run(context.Background())
 	if r.Opened == 0 {
 		log.Fatalf("%s: no stream opened: %v", *target, r.Errors)
