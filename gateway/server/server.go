@@ -129,6 +129,7 @@ func (s *Server) Run(ctx context.Context) error {
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 1 << 20,
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		Protocols:      protocols(),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -148,4 +149,13 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// protocols are HTTP/1.1 and HTTP/2 without TLS (prior knowledge): a proxy
+// or client that speaks h2c carries many streams on one connection.
+func protocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }

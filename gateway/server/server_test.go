@@ -77,3 +77,27 @@ func TestShutdownFinishesInFlightRequests(t *testing.T) {
 	g.Eventually(result).Should(Receive(Equal("finished")))
 	g.Eventually(done).Should(Receive(BeNil()))
 }
+
+// HTTP/1.1 and HTTP/2 without TLS (prior knowledge) on the same port.
+func TestServesHTTP1AndH2C(t *testing.T) {
+	g := NewWithT(t)
+	s, cancel, done := start(t, Options{})
+	url := "http://" + s.Addr() + "/healthz"
+
+	resp, err := http.Get(url)
+	g.Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	g.Expect(resp.ProtoMajor).To(Equal(1))
+
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	resp, err = (&http.Client{Transport: tr}).Get(url)
+	g.Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(resp.ProtoMajor).To(Equal(2))
+	tr.CloseIdleConnections()
+
+	cancel()
+	g.Eventually(done).Should(Receive(BeNil()))
+}
