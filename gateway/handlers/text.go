@@ -75,18 +75,56 @@ func newRequestID() string { return store.NewRequestID() }
 //
 // The functions under a stream for its whole life (serveHTTP, serve, pump)
 // keep small frames, and the deep work (admission, the upstream call,
-// settlement) sits in calls of its own: a goroutine's stack that once grows
-// to 16 KiB keeps that size while a stream waits on it (the collector halves
-// a stack only when under a quarter of it is in use, and a waiting stream uses
-// about 4 KiB plus the runtime's 800-byte guard), so what an open stream costs
-// depends on the request's deepest moment staying within 8 KiB
-// (docs/performance.md, "Stop 26").
+// settlement) sits in calls of its own: a goroutine's stack keeps the size
+// the request's deepest moment gave it while a stream waits on it (the
+// collector halves a stack only when under a quarter of it is in use, and a
+// waiting stream uses 2.3 to 4 KiB plus the runtime's 800-byte guard), so
+// what an open stream costs depends on that moment (docs/performance.md,
+// "Stop 26" and "Stop 27"). Over HTTP/2 the deep work runs off the stream's
+// stack (offStack), which then stays at 4 KiB.
 func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	c := t.admit(w, r, p)
-	if c == nil {
+	o := t.openOffStack(w, r, p)
+	if o.call == nil {
 		return // answered
 	}
-	infoOf(c.ctx).backend = t.serve(w, p, c)
+	infoOf(o.call.ctx).backend = t.serve(w, p, o)
+}
+
+// opened is a request admitted and answered by an upstream.
+type opened struct {
+	call *textCall
+	res  *upstream.Result
+	cand *routing.Candidate
+}
+
+// openOffStack is open, on a goroutine of its own over HTTP/2 (offStack).
+// HTTP/1.1 serves a request on its connection's goroutine, whose own frames
+// (about 1.1 KiB) and the chunked body reader put a waiting stream past what
+// a 4 KiB stack holds, so the hand-off would buy it nothing and cost every
+// request a goroutine.
+func (t *Text) openOffStack(w http.ResponseWriter, r *http.Request, p *auth.Principal) opened {
+	if r.ProtoMajor < 2 {
+		return t.open(w, r, p)
+	}
+	var o opened
+	offStack(func() { o = t.open(w, r, p) })
+	return o
+}
+
+// open admits the request and calls the upstream. A zero opened means the
+// request was answered (refused, or every upstream attempt failed).
+func (t *Text) open(w http.ResponseWriter, r *http.Request, p *auth.Principal) opened {
+	c := t.admit(w, r, p)
+	if c == nil {
+		return opened{}
+	}
+	res, cand, err := t.invoke(p, c)
+	if err != nil {
+		t.release(c)
+		t.writeUpstreamError(w, err)
+		return opened{}
+	}
+	return opened{call: c, res: res, cand: cand}
 }
 
 // admit reads and validates the body and admits the request; nil means
@@ -223,15 +261,10 @@ func (t *Text) chargeTokenLimits(p *auth.Principal, tokens int64) {
 // max_tokens on a route without a cap; settlement corrects it.
 const defaultOutputEstimate = 4096
 
-// serve calls the upstream and delivers the answer; it returns the backend
-// that served it.
-func (t *Text) serve(w http.ResponseWriter, p *auth.Principal, c *textCall) string {
-	res, cand, err := t.invoke(p, c)
-	if err != nil {
-		t.release(c)
-		t.writeUpstreamError(w, err)
-		return ""
-	}
+// serve delivers the upstream's answer; it returns the backend that
+// served it.
+func (t *Text) serve(w http.ResponseWriter, p *auth.Principal, o opened) string {
+	c, res, cand := o.call, o.res, o.cand
 	defer res.Close()
 	requestServed(c.span, *cand)
 	if res.Stream == nil {
