@@ -114,7 +114,7 @@ bench: envtest ## Load harness: fake upstream, bare reverse proxy and the full g
 	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go run ./test/bench/cmd/loadbench $(BENCH_FLAGS)
 
 .PHONY: bench-streams
-bench-streams: envtest ## Many slow streams (N=10000) held open through the bare proxy and `modelgate dev`, each in its own process: memory per open stream.
+bench-streams: envtest ## Many slow streams (N=10000) held open through the bare proxy and `modelgate dev`, each in its own process: memory per open stream. UPSTREAM_TLS=1 (HTTPS, HTTP/2 upstream), CLIENT_H2C=1 (h2c clients).
 	test/bench/streams.sh
 
 .PHONY: bench-wrk
