@@ -146,6 +146,9 @@ func TestHelmTemplateDefaultValues(t *testing.T) {
 	g.Expect(envNames(gw)).To(ContainElements("MODELGATE_DATABASE_URL", "MODELGATE_SYSTEM_NAMESPACE",
 		"MODELGATE_SPOOL_DIR", "MODELGATE_BLOB_DIR", "POD_NAME"))
 	g.Expect(nested(gw, "spec", "template", "spec", "topologySpreadConstraints")).To(HaveLen(2))
+	svc := find(objs, "Service", "modelgate-gateway")
+	g.Expect(svc).NotTo(BeNil())
+	g.Expect(nested(svc, "spec", "ports")).To(ConsistOf(Not(HaveKey("appProtocol"))))
 
 	applyDryRun(t, objs)
 }
@@ -165,6 +168,10 @@ func TestHelmTemplateFullValues(t *testing.T) {
 	g.Expect(nested(gw, "spec", "replicas")).To(BeNil(), "the HPA owns replicas")
 	g.Expect(container(gw)["image"]).To(Equal("registry.example.com/modelgate:1.2.3"))
 	g.Expect(envNames(gw)).To(ContainElements("MODELGATE_BLOB_SIGNING_KEY", "MODELGATE_PUBLIC_URL", "POD_NAME"))
+	svc := find(objs, "Service", "modelgate-gateway")
+	g.Expect(svc).NotTo(BeNil())
+	g.Expect(nested(svc, "spec", "ports")).To(ConsistOf(And(HaveKeyWithValue("name", "http"),
+		HaveKeyWithValue("appProtocol", "kubernetes.io/h2c"))), "h2c on the API port, when asked for")
 	mgr := find(objs, "Deployment", "modelgate-manager")
 	g.Expect(envNames(mgr)).To(ContainElements("MODELGATE_BLOB_DIR", "MODELGATE_BLOB_SIGNING_KEY"),
 		"the manager writes task outputs to the shared blob volume")
