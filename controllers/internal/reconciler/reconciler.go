@@ -2,11 +2,14 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -147,12 +150,31 @@ func Finalize(ctx context.Context, c client.Client, obj client.Object, finalizer
 }
 
 // RemoveFinalizer drops finalizer; a gone object is fine.
+//
+// It is a JSON patch that tests the finalizer's place in the list and
+// removes it there, not an Update: an Update carries the resourceVersion
+// this reconcile read, and a status write since (the task's own poll, or
+// a cache that lags) makes it a conflict, so the next reconcile runs the
+// cleanup again after it already ran (a second cancel at the vendor). The
+// test keeps what a merge patch of the whole list would not: a finalizer
+// another controller adds meanwhile, and a list that changed under the
+// index (the patch then fails and the reconcile is retried).
 func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
-	if !controllerutil.RemoveFinalizer(obj, finalizer) {
+	at := slices.Index(obj.GetFinalizers(), finalizer)
+	if at < 0 {
 		return nil
 	}
-	if err := c.Update(ctx, obj); client.IgnoreNotFound(err) != nil {
+	path := fmt.Sprintf("/metadata/finalizers/%d", at)
+	ops, err := json.Marshal([]map[string]string{
+		{"op": "test", "path": path, "value": finalizer},
+		{"op": "remove", "path": path},
+	})
+	if err != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
+	if err := c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, ops)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	controllerutil.RemoveFinalizer(obj, finalizer)
 	return nil
 }

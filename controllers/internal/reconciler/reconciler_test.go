@@ -144,3 +144,36 @@ func TestReconcileFinalizesADeletedObject(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(f.Get(context.Background(), key, &v1.Tenant{}))).To(BeTrue(), "the finalizer went, and with it the object")
 	g.Expect(f.patches).To(BeZero())
 }
+
+// A reconcile's copy is often older than the object (a status write since,
+// a cache that lags): dropping the finalizer must not depend on its
+// resourceVersion, or the cleanup runs again on the retry. What another
+// controller added meanwhile stays.
+func TestRemoveFinalizerFromAStaleCopy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newFixture(t, &v1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Finalizers: []string{finalizer}}})
+	stale := &v1.Tenant{}
+	g.Expect(f.Get(ctx, key, stale)).To(Succeed())
+
+	fresh := stale.DeepCopy()
+	fresh.Finalizers = append(fresh.Finalizers, "example.com/other")
+	g.Expect(f.Update(ctx, fresh)).To(Succeed())
+	g.Expect(fresh.ResourceVersion).NotTo(Equal(stale.ResourceVersion))
+
+	g.Expect(RemoveFinalizer(ctx, f, stale, finalizer)).To(Succeed())
+	got := &v1.Tenant{}
+	g.Expect(f.Get(ctx, key, got)).To(Succeed())
+	g.Expect(got.Finalizers).To(Equal([]string{"example.com/other"}))
+
+	// The list changed under the copy's index: refused, not a wrong removal.
+	moved := got.DeepCopy()
+	moved.Finalizers = []string{"example.com/first", "example.com/other", finalizer}
+	g.Expect(f.Update(ctx, moved)).To(Succeed())
+	staleAgain := got.DeepCopy()
+	staleAgain.Finalizers = []string{finalizer}
+	g.Expect(RemoveFinalizer(ctx, f, staleAgain, finalizer)).NotTo(Succeed())
+	g.Expect(f.Get(ctx, key, got)).To(Succeed())
+	g.Expect(got.Finalizers).To(Equal([]string{"example.com/first", "example.com/other", finalizer}))
+}
