@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/routing"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 // ModelRouteReconciler validates each backend of a route and publishes which
@@ -27,6 +28,9 @@ type ModelRouteReconciler struct {
 	Client client.Client
 	// KnownProvider reports whether a provider adapter is registered.
 	KnownProvider func(name string) bool
+	// Upstreams, when set, checks a backend's options.assetLibrary against
+	// the registered asset libraries.
+	Upstreams *upstream.Registry
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
 }
@@ -147,6 +151,10 @@ func (r *ModelRouteReconciler) checkBackend(ctx context.Context, ns string, b v1
 			return st, nil
 		}
 	}
+	if msg := r.assetLibraryProblem(b); msg != "" {
+		st.Reason, st.Message = v1.ReasonInvalidAssetLibrary, msg
+		return st, nil
+	}
 	if ref := b.CredentialSecretRef; ref != nil {
 		ok, err := secretHasKey(ctx, r.Client, ns, ref.Name, ref.Key)
 		if err != nil {
@@ -159,6 +167,27 @@ func (r *ModelRouteReconciler) checkBackend(ctx context.Context, ns string, b v1
 	}
 	st.Ready, st.Reason = true, v1.ReasonBackendReady
 	return st, nil
+}
+
+// assetLibraryProblem says what is wrong with a backend's explicit
+// options.assetLibrary, or "". A private asset review would otherwise be
+// skipped without a word (a misspelt name) or send another library's
+// references to a vendor that cannot read them. Without the option the
+// provider's own library applies where it has one, as before.
+func (r *ModelRouteReconciler) assetLibraryProblem(b v1.Backend) string {
+	lib, ok := b.Options["assetLibrary"]
+	if !ok || lib == "none" || r.Upstreams == nil {
+		return ""
+	}
+	rv, found := r.Upstreams.Reviewer(lib)
+	if !found {
+		return fmt.Sprintf("options.assetLibrary %q names no asset library of this gateway (%s, or none)",
+			lib, strings.Join(r.Upstreams.Reviewers(), ", "))
+	}
+	if br, ok := rv.(upstream.BackendReviewer); ok && !br.ReviewsBackend(upstream.Backend{Name: b.Name, Provider: b.Provider, Options: b.Options}) {
+		return fmt.Sprintf("asset library %q cannot review this backend (provider %q with these options; docs/media-tasks.md)", lib, b.Provider)
+	}
+	return ""
 }
 
 func secretHasKey(ctx context.Context, c client.Client, ns, name, key string) (bool, error) {

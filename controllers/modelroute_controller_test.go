@@ -65,6 +65,37 @@ var _ = Describe("ModelRoute controller", func() {
 		Expect(raw).NotTo(ContainSubstring("upstream-secret"))
 	})
 
+	It("refuses a backend whose assetLibrary names no library, or one that cannot review it", func() {
+		ns := newTenantNamespace()
+		route := &v1.ModelRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: "reviewed", Namespace: ns},
+			Spec: v1.ModelRouteSpec{Model: "reviewed-model", Backends: []v1.Backend{
+				{Name: "own", Provider: "simulated", Options: map[string]string{"assetLibrary": "simulated"}},
+				{Name: "off", Provider: "simulated", Options: map[string]string{"assetLibrary": "none"}},
+				{Name: "typo", Provider: "simulated", Options: map[string]string{"assetLibrary": "simulatd"}},
+				{Name: "foreign", Provider: "simulated", Options: map[string]string{"assetLibrary": "ark", "assetGroupId": "group-1"}},
+			}},
+		}
+		Expect(k8s.Create(ctx, route)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(route), route)).To(Succeed())
+			got := map[string]v1.BackendStatus{}
+			for _, b := range route.Status.Backends {
+				got[b.Name] = b
+			}
+			g.Expect(got).To(HaveLen(4))
+			g.Expect(got["own"].Ready).To(BeTrue())
+			g.Expect(got["off"].Ready).To(BeTrue())
+			g.Expect(got["typo"].Ready).To(BeFalse())
+			g.Expect(got["typo"].Reason).To(Equal(v1.ReasonInvalidAssetLibrary))
+			g.Expect(got["typo"].Message).To(And(ContainSubstring(`"simulatd" names no asset library`), ContainSubstring("ark, simulated")))
+			g.Expect(got["foreign"].Ready).To(BeFalse())
+			g.Expect(got["foreign"].Reason).To(Equal(v1.ReasonInvalidAssetLibrary))
+			g.Expect(got["foreign"].Message).To(ContainSubstring(`asset library "ark" cannot review this backend`))
+			g.Expect(route.Status.ReadyBackends).To(Equal(int32(2)))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
 	It("is not ready without a ready backend", func() {
 		ns := newTenantNamespace()
 		route := &v1.ModelRoute{

@@ -85,7 +85,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		UsageSyncPeriod: o.SyncPeriod, Workers: workers.ApiToken, Events: mgr.GetEventRecorder("modelgate-apitoken")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("apitoken controller: %w", err)
 	}
-	if err := (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider,
+	if err := (&ModelRouteReconciler{Client: mgr.GetClient(), KnownProvider: o.KnownProvider, Upstreams: o.Upstreams,
 		Workers: workers.ModelRoute}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("modelroute controller: %w", err)
 	}

@@ -57,15 +57,18 @@ const (
 
 // ModelRoute reasons, of status.backends[] and of the route's conditions.
 const (
-	ReasonBackendReady       = "Ready"
-	ReasonBackendDisabled    = "Disabled"
-	ReasonUnknownProvider    = "UnknownProvider"
-	ReasonInvalidBaseURL     = "InvalidBaseURL"
-	ReasonCredentialMissing  = "CredentialMissing"
-	ReasonNoReadyBackend     = "NoReadyBackend"
-	ReasonSomeBackendsFailed = "SomeBackendsNotReady"
-	ReasonDefault            = "Default"
-	ReasonDefaultTaken       = "DefaultTaken"
+	ReasonBackendReady      = "Ready"
+	ReasonBackendDisabled   = "Disabled"
+	ReasonUnknownProvider   = "UnknownProvider"
+	ReasonInvalidBaseURL    = "InvalidBaseURL"
+	ReasonCredentialMissing = "CredentialMissing"
+	// ReasonInvalidAssetLibrary: options.assetLibrary names no registered
+	// asset library, or one that cannot review the backend.
+	ReasonInvalidAssetLibrary = "InvalidAssetLibrary"
+	ReasonNoReadyBackend      = "NoReadyBackend"
+	ReasonSomeBackendsFailed  = "SomeBackendsNotReady"
+	ReasonDefault             = "Default"
+	ReasonDefaultTaken        = "DefaultTaken"
 )
 
 // PriceRule reasons.

@@ -133,3 +133,14 @@ func (r *Registry) Known(name string) bool {
 
 // Names lists the registered adapters, sorted.
 func (r *Registry) Names() []string { return append([]string(nil), r.names...) }
+
+// Reviewers lists the names of the registered asset reviewers, sorted.
+func (r *Registry) Reviewers() []string {
+	var names []string
+	for _, n := range r.names {
+		if _, ok := r.reviewers[n]; ok {
+			names = append(names, n)
+		}
+	}
+	return names
+}

@@ -84,10 +84,12 @@ const (
 	assetBusyWait = 10 * time.Second
 )
 
-// ReviewsBackend implements upstream.BackendReviewer: only a backend with
-// an asset group has a library.
+// ReviewsBackend implements upstream.BackendReviewer: only an Ark backend
+// with an asset group has a library. The references it returns mean
+// something only to Seedance on the same account, so another provider's
+// backend has none.
 func (Adapter) ReviewsBackend(b upstream.Backend) bool {
-	return strings.TrimSpace(b.Options[OptionAssetGroupID]) != ""
+	return b.Provider == Name && strings.TrimSpace(b.Options[OptionAssetGroupID]) != ""
 }
 
 // Decide implements upstream.AssetReviewer: an asset without a reference

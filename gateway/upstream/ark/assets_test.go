@@ -170,8 +170,10 @@ func TestAssetState(t *testing.T) {
 
 func TestReviewsOnlyBackendsWithAGroup(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{Options: map[string]string{ark.OptionAssetGroupID: "group-1"}})).To(BeTrue())
-	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{})).To(BeFalse(), "without a group the channel has no library")
+	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{Provider: ark.Name, Options: map[string]string{ark.OptionAssetGroupID: "group-1"}})).To(BeTrue())
+	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{Provider: ark.Name})).To(BeFalse(), "without a group the channel has no library")
+	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{Provider: "taskapi", Options: map[string]string{ark.OptionAssetGroupID: "group-1"}})).
+		To(BeFalse(), "Ark's references mean nothing to another provider")
 }
 
 // TestSeedanceTakesActiveAssetReferences: a content item may name a
