@@ -172,20 +172,13 @@ func (r *ModelRouteReconciler) checkBackend(ctx context.Context, ns string, b v1
 // assetLibraryProblem says what is wrong with a backend's explicit
 // options.assetLibrary, or "". A private asset review would otherwise be
 // skipped without a word (a misspelt name) or send another library's
-// references to a vendor that cannot read them. Without the option the
-// provider's own library applies where it has one, as before.
+// references to a vendor that cannot read them.
 func (r *ModelRouteReconciler) assetLibraryProblem(b v1.Backend) string {
-	lib, ok := b.Options["assetLibrary"]
-	if !ok || lib == "none" || r.Upstreams == nil {
+	if r.Upstreams == nil {
 		return ""
 	}
-	rv, found := r.Upstreams.Reviewer(lib)
-	if !found {
-		return fmt.Sprintf("options.assetLibrary %q names no asset library of this gateway (%s, or none)",
-			lib, strings.Join(r.Upstreams.Reviewers(), ", "))
-	}
-	if br, ok := rv.(upstream.BackendReviewer); ok && !br.ReviewsBackend(upstream.Backend{Name: b.Name, Provider: b.Provider, Options: b.Options}) {
-		return fmt.Sprintf("asset library %q cannot review this backend (provider %q with these options; docs/media-tasks.md)", lib, b.Provider)
+	if _, err := r.Upstreams.AssetLibrary(upstream.Backend{Name: b.Name, Provider: b.Provider, Options: b.Options}); err != nil {
+		return err.Error()
 	}
 	return ""
 }

@@ -296,23 +296,11 @@ func (noCopier) Copy(context.Context, string, string, string) (uploads.Object, e
 
 // reviewer returns the review service of a channel, or nil when the channel
 // has no private asset library (review is skipped and the channel's own
-// media processing applies). Backend option "assetLibrary" names a
-// registered reviewer, or "none"; without it, a provider that is itself a
-// reviewer (the simulated one, Ark) reviews its own channels, any other has
-// none. A reviewer that needs configuration (Ark's asset group) reviews only
-// the backends that have it.
+// media processing applies): upstream.Registry.AssetLibrary. A library the
+// backend names but cannot have makes the backend not ready (the ModelRoute
+// controller), so no new task is routed to it.
 func (r *Reconciler) reviewer(b *v1.Backend) upstream.AssetReviewer {
-	lib, ok := b.Options["assetLibrary"]
-	if !ok {
-		lib = b.Provider
-	}
-	rv, found := r.Upstreams.Reviewer(lib)
-	if !found {
-		return nil
-	}
-	if br, ok := rv.(upstream.BackendReviewer); ok && !br.ReviewsBackend(upstream.Backend{Name: b.Name, Provider: b.Provider, Options: b.Options}) {
-		return nil
-	}
+	rv, _ := r.Upstreams.AssetLibrary(upstream.Backend{Name: b.Name, Provider: b.Provider, Options: b.Options})
 	return rv
 }
 

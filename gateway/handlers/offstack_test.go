@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net/http"
@@ -57,7 +56,7 @@ func postH2C(t *testing.T, url, body string) (*http.Response, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(bufio.NewReader(resp.Body))
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,10 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -134,13 +137,39 @@ func (r *Registry) Known(name string) bool {
 // Names lists the registered adapters, sorted.
 func (r *Registry) Names() []string { return append([]string(nil), r.names...) }
 
-// Reviewers lists the names of the registered asset reviewers, sorted.
-func (r *Registry) Reviewers() []string {
-	var names []string
-	for _, n := range r.names {
-		if _, ok := r.reviewers[n]; ok {
-			names = append(names, n)
-		}
+// OptionAssetLibrary is the backend option that names the asset library
+// reviewing a channel's private assets, or "none".
+const OptionAssetLibrary = "assetLibrary"
+
+// AssetLibrary returns the asset reviewer of backend b, or nil when its
+// channel has no private asset library. Option OptionAssetLibrary names a
+// registered reviewer, or "none"; without it, a provider that is itself a
+// reviewer (the simulated one, Ark) reviews its own channels and any other
+// has none. A reviewer that needs configuration (BackendReviewer) reviews
+// only the backends it accepts. The error says why a library the option
+// names explicitly cannot serve b (no reviewer of that name, or one that
+// does not review b); the reviewer is then nil too.
+func (r *Registry) AssetLibrary(b Backend) (AssetReviewer, error) {
+	lib, explicit := b.Options[OptionAssetLibrary]
+	if !explicit {
+		lib = b.Provider
 	}
-	return names
+	if lib == "none" {
+		return nil, nil
+	}
+	rv, found := r.reviewers[lib]
+	if !found {
+		if explicit {
+			return nil, fmt.Errorf("options.%s %q names no asset library of this gateway (%s, or none)",
+				OptionAssetLibrary, lib, strings.Join(slices.Sorted(maps.Keys(r.reviewers)), ", "))
+		}
+		return nil, nil
+	}
+	if br, ok := rv.(BackendReviewer); ok && !br.ReviewsBackend(b) {
+		if explicit {
+			return nil, fmt.Errorf("asset library %q cannot review this backend (provider %q with these options; docs/media-tasks.md)", lib, b.Provider)
+		}
+		return nil, nil
+	}
+	return rv, nil
 }

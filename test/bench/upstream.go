@@ -9,11 +9,14 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -102,14 +105,7 @@ func StartUpstream(o UpstreamOptions) (*Upstream, error) {
 	u.URL = "http://" + ln.Addr().String()
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if o.CertFile != "" {
-		cfg, err := selfSignedTLS(o.CertFile)
-		if err != nil {
-			_ = ln.Close()
-			return nil, err
-		}
-		u.URL = "https://" + ln.Addr().String()
-		u.srv.TLSConfig = cfg
-		ln = tls.NewListener(ln, cfg)
+		return u, u.serveTLS(ln, o.CertFile)
 	}
 	go func() {
 		if err := u.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -117,6 +113,19 @@ func StartUpstream(o UpstreamOptions) (*Upstream, error) {
 		}
 	}()
 	return u, nil
+}
+
+// serveTLS serves HTTPS on ln with net/http/httptest's certificate for
+// 127.0.0.1, offering HTTP/2 and HTTP/1.1, and writes the certificate to
+// certFile in PEM for the clients to trust (SSL_CERT_FILE).
+func (u *Upstream) serveTLS(ln net.Listener, certFile string) error {
+	ts := httptest.NewUnstartedServer(u)
+	_ = ts.Listener.Close()
+	ts.Listener, ts.Config = ln, u.srv
+	ts.TLS = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
+	ts.StartTLS()
+	u.URL = ts.URL
+	return os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600)
 }
 
 // Close stops the upstream.

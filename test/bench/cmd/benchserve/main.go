@@ -22,7 +22,7 @@ func main() {
 	addr := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	target := flag.String("target", "", "proxy: the upstream URL")
 	chunkDelay := flag.Duration("chunk-delay", 0, "upstream: delay between streamed chunks (slow streams)")
-	certFile := flag.String("tls-cert", "", "upstream: serve HTTPS (HTTP/2 by ALPN) with a certificate of its own, written here in PEM for the clients to trust")
+	certFile := flag.String("tls-cert", "", "upstream: serve HTTPS (HTTP/2 by ALPN) with net/http/httptest's certificate, written here in PEM for the clients to trust")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address (the many-streams measurement reads the heap profile)")
 	flag.Parse()
 	if *pprofAddr != "" {
