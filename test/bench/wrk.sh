@@ -39,23 +39,25 @@ done
 
 tck=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# syscalls PID: the read and write system calls the process has made.
+syscalls() { awk '/^sysc[rw]:/{n+=$2} END{print n}' "/proc/$1/io"; }
 # run TARGET PID MODE: one wrk phase, printed as a table row.
 run() {
-  local name=$1 pid=$2 addr=$3 mode=$4 t0 t1 out n
-  t0=$(cpu_ticks "$pid")
+  local name=$1 pid=$2 addr=$3 mode=$4 t0 t1 s0 s1 out n
+  t0=$(cpu_ticks "$pid") s0=$(syscalls "$pid")
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency -s "$work/$mode.lua" "http://$addr/v1/chat/completions")
-  t1=$(cpu_ticks "$pid")
+  t1=$(cpu_ticks "$pid") s1=$(syscalls "$pid")
   n=$(awk '/requests in/{print $1}' <<<"$out")
   if grep -q "Non-2xx" <<<"$out"; then echo "$name $mode: failed requests" >&2; echo "$out" >&2; exit 1; fi
-  printf '| %s | %s | %s | %s | %s | %s | %d µs |\n' "$mode" "$round" "$name" \
+  printf '| %s | %s | %s | %s | %s | %s | %d µs | %s |\n' "$mode" "$round" "$name" \
     "$(awk '/Requests\/sec/{printf "%.0f", $2}' <<<"$out")" "$(awk '$1=="50%"{print $2}' <<<"$out")" \
-    "$(awk '$1=="99%"{print $2}' <<<"$out")" $(( (t1 - t0) * 1000000 / tck / n ))
+    "$(awk '$1=="99%"{print $2}' <<<"$out")" $(( (t1 - t0) * 1000000 / tck / n )) "$(awk -v s=$((s1 - s0)) -v n="$n" 'BEGIN{printf "%.1f", s/n}')"
 }
 
 echo "wrk -t$THREADS -c$CONNS -d${DURATION}s, $ROUNDS rounds, usage durability $DURABILITY, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| mode | round | target | req/s | p50 | p99 | CPU/req of its process |"
-echo "|---|---:|---|---:|---:|---:|---:|"
+echo "| mode | round | target | req/s | p50 | p99 | CPU/req of its process | reads and writes/req |"
+echo "|---|---:|---|---:|---:|---:|---:|---:|"
 for mode in $MODES; do
   # one unmeasured second each to open connections and warm the caches
   wrk -t1 -c"$CONNS" -d1s -s "$work/$mode.lua" "http://$PX_ADDR/v1/chat/completions" >/dev/null

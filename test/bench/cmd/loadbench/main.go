@@ -69,7 +69,7 @@ func main() {
 		chunkDelay = flag.Duration("chunk-delay", 0, "upstream delay between streamed chunks")
 		dsn        = flag.String("dsn", "", "ledger DSN (default: SQLite in a temp dir), e.g. postgres://user:pw@host/db")
 		syncPeriod = flag.Duration("sync-period", 0, "controllers' ledger mirror period (0: production default)")
-		profDir    = flag.String("cpuprofile", "", "write CPU profiles of the gateway phases (and heap profiles at the peak of mode open) into this directory")
+		profDir    = flag.String("cpuprofile", "", "write CPU profiles of every target's rounds (upstream-, proxy-, gateway-MODE-ROUND.pprof; and heap profiles at the peak of mode open) into this directory")
 		modes      = flag.String("modes", "json,stream", "comma-separated: json, stream, open (many slow streams held open at once: memory per stream)")
 		openN      = flag.Int("open-streams", 10000, "streams held open at once in mode open")
 		rounds     = flag.Int("rounds", 5, "split each target's measured time into this many rounds, cycling through the targets")
@@ -251,8 +251,8 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 					l.Requests = (n + rounds - 1) / rounds
 				}
 				var stop func()
-				if profDir != "" && target == "modelgate" {
-					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%d", mode, round+1)); err != nil {
+				if profDir != "" {
+					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%s-%d", profileName[target], mode, round+1)); err != nil {
 						return err
 					}
 				}
@@ -355,11 +355,15 @@ func nextIndex(p *int, n int) int {
 	return i
 }
 
-func startProfile(dir, mode string) (func(), error) {
+// profileName is a target's name in its profiles' file names.
+var profileName = map[string]string{"upstream direct": "upstream", "bare ReverseProxy": "proxy", "modelgate": "gateway"}
+
+// startProfile starts a CPU profile of the whole process into DIR/NAME.pprof.
+func startProfile(dir, name string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "gateway-"+mode+".pprof")
+	path := filepath.Join(dir, name+".pprof")
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
@@ -371,6 +375,6 @@ func startProfile(dir, mode string) (func(), error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
-		log.Printf("CPU profile (whole process: gateway, load generator, fake upstream, controllers) written to %s", path)
+		log.Printf("CPU profile (whole process: load generator, target, fake upstream, controllers) written to %s", path)
 	}, nil
 }
