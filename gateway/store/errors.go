@@ -3,6 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Errors the gateway and controllers branch on. Every returned error wraps one
@@ -34,3 +37,10 @@ var (
 	// query_timeout.
 	ErrQueryTimeout = errors.New("query timeout")
 )
+
+// isUniqueViolation reports whether err is SQLite refusing a row whose
+// unique key is present.
+func isUniqueViolation(err error) bool {
+	var e *msqlite.Error
+	return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}

@@ -42,11 +42,11 @@ import (
 // ledger skips request IDs it holds.
 
 const (
-	// fileSize is a journal file's preallocated size: several hand-offs'
-	// worth of rows (about 600 bytes each). A block that does not fit makes
-	// the writer hand the file off early; a block larger than a file grows
-	// it.
-	fileSize = 2 << 20
+	// fileSize is a journal file's preallocated size: a default batch
+	// (5000 rows of about 600 bytes) with room to spare. A block that does
+	// not fit makes the writer hand the file off early; a block larger than
+	// a file grows it.
+	fileSize = 4 << 20
 	// keepFree is how many free files are kept besides the active one.
 	keepFree = 2
 	// eraseLen is how many bytes at the start of a stored file are zeroed,

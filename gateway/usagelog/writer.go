@@ -62,7 +62,7 @@ type Config struct {
 	// (default 10000). A full queue blocks Submit: back-pressure, never a
 	// dropped row.
 	QueueSize int
-	// BatchSize is the most rows per insert (default 1000). The journal is
+	// BatchSize is the most rows per insert (default 5000). The journal is
 	// handed to the database when it holds this many rows.
 	BatchSize int
 	// GroupWindow is the least time between the starts of two journal
@@ -73,8 +73,10 @@ type Config struct {
 	// window.
 	GroupWindow time.Duration
 	// FlushInterval hands the journal to the database this long after the
-	// previous hand-off at the latest (default 200ms): a larger batch
-	// costs the database less per row.
+	// previous hand-off at the latest (default 500ms): a larger batch
+	// costs the database less per row (rows of a batch share the pages it
+	// writes), and a row reaches the usage endpoints this much later at
+	// most (docs/billing.md, "Ledger").
 	FlushInterval time.Duration
 	// RetryInterval is how often the database is tried again while it is
 	// down (default 1s).
@@ -89,7 +91,7 @@ func (c *Config) defaults() {
 		c.QueueSize = 10000
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 1000
+		c.BatchSize = 5000
 	}
 	if c.GroupWindow == 0 && c.Durability == DurableProcess {
 		// No flush to share, but an append is a write and a wake-up of every
@@ -103,7 +105,7 @@ func (c *Config) defaults() {
 		c.GroupWindow = 500 * time.Microsecond
 	}
 	if c.FlushInterval <= 0 {
-		c.FlushInterval = 200 * time.Millisecond
+		c.FlushInterval = 500 * time.Millisecond
 	}
 	if c.RetryInterval <= 0 {
 		c.RetryInterval = time.Second
