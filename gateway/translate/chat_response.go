@@ -167,7 +167,7 @@ func chatUsageOf(body []byte) (Usage, bool) {
 		return Usage{}, false
 	}
 	var u cUsage
-	if json.Unmarshal(raw, &u) != nil {
+	if !decodeChatUsage(raw, &u) {
 		return Usage{}, false
 	}
 	return u.toUsage(), true

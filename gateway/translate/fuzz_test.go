@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -283,4 +284,38 @@ func specEvents(in []byte) []string {
 		out = append(out, name+"\x00"+data)
 	}
 	return out
+}
+
+// FuzzChatUsageMatchesDecoder holds the chat usage reader (decodeChatUsage,
+// which walks the usual shape without the decoder) to json.Unmarshal into
+// the same struct: the same verdict and the same counts, and the walk
+// itself never claims a shape the decoder reads otherwise.
+func FuzzChatUsageMatchesDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42}`,
+		`{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42,"prompt_tokens_details":{"cached_tokens":4,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":8,"accepted_prediction_tokens":0}}`,
+		`{"prompt_tokens":null,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":null}}`,
+		`{"prompt_tokens_details":{"cached_tokens":null}}`, `{"Prompt_Tokens":5}`, `{"prompt_tokens":1,"prompt_tokens":2}`,
+		`{"prompt_tokens":1.0}`, `{"prompt_tokens":1e2}`, `{"prompt_tokens":"1"}`, `{"prompt_tokens":99999999999999999999}`,
+		`{"prompt_tokens":-3,"x":{"prompt_tokens":"no"}}`, `{"prompt\u005ftokens":7}`, `{"prompt_tokens_details":{"CACHED_TOKENS":1}}`,
+		`{"prompt_tokens_details":{"cached_tokens":1},"prompt_tokens_details":{}}`, `{"prompt_tokens_details":5}`, `null`, `[]`, `{`, ` {"total_tokens" : 3 } `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) > maxFuzzInput {
+			return
+		}
+		var want cUsage
+		decErr := json.Unmarshal(raw, &want)
+		var walked cUsage
+		if walkChatUsage(raw, &walked) && (decErr != nil || !reflect.DeepEqual(walked, want)) {
+			t.Fatalf("walk read %+v, the decoder %+v (%v), from %q", walked, want, decErr, raw)
+		}
+		var got cUsage
+		ok := decodeChatUsage(raw, &got)
+		if ok != (decErr == nil) || (ok && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("decodeChatUsage %v %+v, the decoder %v %+v, from %q", ok, got, decErr, want, raw)
+		}
+	})
 }

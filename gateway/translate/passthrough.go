@@ -66,7 +66,7 @@ func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
 		if bytes.Contains(ev.Data, keyUsage) {
 			if raw, ok := FieldRaw(ev.Data, "usage"); ok && string(raw) != "null" {
 				var u cUsage
-				if json.Unmarshal(raw, &u) == nil {
+				if decodeChatUsage(raw, &u) {
 					t.usage, t.reported = u.toUsage(), true
 				}
 				if !t.opts.IncludeUsage {

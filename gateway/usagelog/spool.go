@@ -128,17 +128,15 @@ func (j *journalFile) activate(epoch uint64, noSync bool) {
 }
 
 // encode renders rows as records of the file's epoch into j.buf.
-func (j *journalFile) encode(rows []store.UsageRow) error {
+func (j *journalFile) encode(rows []store.UsageRow) {
 	j.buf.Reset()
 	var epoch [16]byte
 	hex.Encode(epoch[:], binary.BigEndian.AppendUint64(nil, j.epoch))
-	enc := json.NewEncoder(&j.buf) // Encode ends each row with '\n'
 	for i := range rows {
 		start := j.buf.Len()
 		j.buf.Write(zeroPrefix[:])
-		if err := enc.Encode(&rows[i]); err != nil {
-			return fmt.Errorf("encode spool row: %w", err)
-		}
+		j.buf.Write(appendRow(j.buf.AvailableBuffer(), &rows[i]))
+		j.buf.WriteByte('\n')
 		line := j.buf.Bytes()[start:]
 		doc := line[prefixLen : len(line)-1]
 		sum := crc32.Update(crc32.Checksum(epoch[:], castagnoli), castagnoli, doc)
@@ -147,7 +145,6 @@ func (j *journalFile) encode(rows []store.UsageRow) error {
 		hex.Encode(line[17:25], binary.BigEndian.AppendUint32(nil, sum))
 		line[25] = ' '
 	}
-	return nil
 }
 
 // fits reports whether n more bytes fit the file's preallocated size. An

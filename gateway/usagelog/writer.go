@@ -570,15 +570,13 @@ func (w *Writer) keepUnsent(rows []store.UsageRow) {
 // it. A block that does not fit the file's room goes to a fresh file.
 func (w *Writer) appendRows(rows []store.UsageRow) error {
 	defer w.publishActive()
-	if err := w.active.encode(rows); err != nil {
-		return err
-	}
+	w.active.encode(rows)
 	if !w.active.fits(w.active.buf.Len()) {
 		if err := w.rotate(); err != nil {
 			// No fresh file: the block grows this one, which is as safe.
 			w.cfg.Logger.Error("usage spool rotate", "err", err)
-		} else if err := w.active.encode(rows); err != nil {
-			return err
+		} else {
+			w.active.encode(rows)
 		}
 	}
 	return w.active.write(len(rows))
