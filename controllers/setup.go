@@ -89,7 +89,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Workers: workers.ModelRoute}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("modelroute controller: %w", err)
 	}
-	if err := (&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Upstreams: o.Upstreams, Blobs: o.Blobs, Clock: o.Clock,
+	if err := (&generationtask.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: o.Ledger, Upstreams: o.Upstreams, Blobs: o.Blobs, Clock: o.Clock,
 		Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline, Workers: workers.GenerationTask,
 		Events: mgr.GetEventRecorder("modelgate-generationtask")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask controller: %w", err)

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -56,7 +58,10 @@ var _ Ledger = (*store.Store)(nil)
 // the object after its retention once the webhook controller is done.
 type Reconciler struct {
 	Client client.Client
-	Ledger Ledger
+	// APIReader reads from the API server, not the cache (the manager's
+	// GetAPIReader); nil reads through Client.
+	APIReader client.Reader
+	Ledger    Ledger
 	// Upstreams are the adapters tasks run on (builtin.Registry()); the
 	// simulated backend is one of them.
 	Upstreams *upstream.Registry
@@ -215,7 +220,20 @@ func (p *pass) writeArchive(ctx context.Context, t *v1.GenerationTask) error {
 // task is archived as failed with code "deleted" (nothing is charged). A
 // final task has nothing left to settle.
 func (p *pass) abandon(ctx context.Context, t *v1.GenerationTask) error {
-	if tasks.Final(t.Status.Phase) {
+	// The deletion is handled once: the upstream cancelled, the reservation
+	// refunded, then the finalizer removed, and the API server deletes the
+	// object. A reconcile woken while that one ran (by the deletion itself,
+	// or a poll's status write) can read a cache that still holds the
+	// object with its finalizer, and would cancel at the vendor a second
+	// time; the API server knows the object is gone.
+	if err := p.apiReader().Get(ctx, client.ObjectKeyFromObject(t), t); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.FromContext(ctx).V(1).Info("deleted task already finalized", "task", t.Spec.TaskID)
+			return nil
+		}
+		return fmt.Errorf("read the deleted task: %w", err)
+	}
+	if tasks.Final(t.Status.Phase) || !controllerutil.ContainsFinalizer(t, v1.LedgerFinalizer) {
 		return nil
 	}
 	p.cancelUpstream(ctx, t)
@@ -227,6 +245,14 @@ func (p *pass) abandon(ctx context.Context, t *v1.GenerationTask) error {
 	}
 	log.FromContext(ctx).Info("deleted task refunded and archived as failed", "task", t.Spec.TaskID)
 	return nil
+}
+
+// apiReader reads past the cache (see Reconciler.APIReader).
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // SetupWithManager registers the reconciler.

@@ -135,3 +135,31 @@ func (f *fakeCopier) urls() []string {
 	defer f.mu.Unlock()
 	return append([]string(nil), f.copied...)
 }
+
+// drainEvents returns the events recorded since the last call.
+func drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-recorded.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// staleReads is a client whose reads of obj's key return obj as it was: a
+// cache that has not caught up with the API server.
+type staleReads struct {
+	client.Client
+	obj *v1.GenerationTask
+}
+
+func (s staleReads) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+	if t, ok := out.(*v1.GenerationTask); ok && key == client.ObjectKeyFromObject(s.obj) {
+		s.obj.DeepCopyInto(t)
+		return nil
+	}
+	return s.Client.Get(ctx, key, out, opts...)
+}

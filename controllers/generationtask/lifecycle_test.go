@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/internal/tasktest"
 	"github.com/modelgate/modelgate/gateway/billing"
@@ -52,6 +54,29 @@ var _ = Describe("GenerationTask reconciler", func() {
 		Expect(rec.BillingStatus).To(Equal(string(v1.BillingRefunded)))
 		Expect(rec.CompletedAt).NotTo(BeZero())
 		Expect(string(rec.Body)).To(ContainSubstring(`"code":"deleted"`))
+	})
+
+	It("does not abandon a deleted task twice when a reconcile reads a cache that has not seen the first one", func() {
+		t := submit("deleted once", 1, "sim")
+		step(t)
+		step(t)
+		Expect(c.Delete(ctx, t)).To(Succeed())
+		Expect(c.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+		stale := t.DeepCopy() // deleting, finalizer held, not final
+		drainEvents()
+		_, err := tasktest.Step(ctx, r, c, t)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(drainEvents()).To(ConsistOf(ContainSubstring("was refunded")), "the deletion is handled")
+		after := balance()
+
+		// A second reconcile, woken while the first ran, reads the object as
+		// the cache last saw it; the API server has deleted it.
+		lagging := *r
+		lagging.Client, lagging.APIReader = staleReads{Client: c, obj: stale}, c
+		_, err = lagging.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stale)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(drainEvents()).To(BeEmpty(), "no second cancel, refund or archive")
+		Expect(balance()).To(Equal(after))
 	})
 
 	It("advances queued → in_progress → completed with coalesced progress, settles once, archives, and deletes after retention", func() {
