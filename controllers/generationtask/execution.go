@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,15 @@ func (p *pass) run(ctx context.Context, t *v1.GenerationTask) (ctrl.Result, erro
 	if st.Phase == v1.TaskInProgress && st.UpstreamTaskID != "" {
 		return p.poll(ctx, j)
 	}
+	// Review and submission call the vendor, and a second call is a second
+	// charge there (or a second asset). A reconcile woken while the previous
+	// one ran (by another writer of the object) can read a cache that has
+	// not seen that one's status write: it would submit again, and its
+	// status patch would replace the first upstream task's ID, orphaning a
+	// task the vendor bills. Polls are reads and go on from the cache.
+	if current, err := p.isCurrent(ctx, t); err != nil || !current {
+		return ctrl.Result{RequeueAfter: cacheLag}, err
+	}
 	if p.Blobs == nil {
 		return ctrl.Result{}, p.fail(ctx, t, "no blob store is configured for generated media")
 	}
@@ -60,6 +70,27 @@ func (p *pass) run(ctx context.Context, t *v1.GenerationTask) (ctrl.Result, erro
 		}
 	}
 	return p.submit(ctx, j)
+}
+
+// cacheLag is how long a pass that found the cache behind the API server
+// waits before it looks again (the write it missed wakes it sooner).
+const cacheLag = time.Second
+
+// isCurrent reports whether t, as the cache gave it, is the object the API
+// server holds (the same resourceVersion). A task gone meanwhile is not.
+func (p *pass) isCurrent(ctx context.Context, t *v1.GenerationTask) (bool, error) {
+	live := &v1.GenerationTask{}
+	if err := p.apiReader().Get(ctx, client.ObjectKeyFromObject(t), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read the task: %w", err)
+	}
+	if live.ResourceVersion != t.ResourceVersion {
+		log.FromContext(ctx).V(1).Info("the cache is behind the task; waiting for it", "task", t.Spec.TaskID)
+		return false, nil
+	}
+	return true, nil
 }
 
 // job resolves the task's submission, route, backend and adapter; nil (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,7 +27,9 @@ import (
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/uploads"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
+	"github.com/modelgate/modelgate/gateway/upstream/simulated"
 )
 
 // The specs drive the task and webhook reconcilers step by step with a fake
@@ -162,4 +165,15 @@ func (s staleReads) Get(ctx context.Context, key client.ObjectKey, out client.Ob
 		return nil
 	}
 	return s.Client.Get(ctx, key, out, opts...)
+}
+
+// countingMedia is the simulated media backend, counting submissions.
+type countingMedia struct {
+	simulated.Media
+	submits atomic.Int32
+}
+
+func (m *countingMedia) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
+	m.submits.Add(1)
+	return m.Media.Submit(ctx, c)
 }

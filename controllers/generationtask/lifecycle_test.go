@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/internal/tasktest"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
 var _ = Describe("GenerationTask reconciler", func() {
@@ -77,6 +78,28 @@ var _ = Describe("GenerationTask reconciler", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(drainEvents()).To(BeEmpty(), "no second cancel, refund or archive")
 		Expect(balance()).To(Equal(after))
+	})
+
+	It("does not submit a task twice when a reconcile reads a cache that has not seen the submission", func() {
+		media := &countingMedia{}
+		r.Upstreams = upstream.NewRegistry(upstream.Entry{Name: "simulated", Adapter: media})
+		t := submit("submitted once", 1, "sim")
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskQueued))
+		stale := t.DeepCopy() // queued, not yet submitted
+		step(t)
+		Expect(t.Status.Phase).To(Equal(v1.TaskInProgress))
+		Expect(media.submits.Load()).To(Equal(int32(1)))
+		accepted := t.Status
+
+		lagging := *r
+		lagging.Client, lagging.APIReader = staleReads{Client: c, obj: stale}, c
+		res, err := lagging.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stale)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0), "it looks again once the cache has caught up")
+		Expect(media.submits.Load()).To(Equal(int32(1)), "no second submission to the vendor")
+		Expect(c.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+		Expect(t.Status).To(Equal(accepted), "the first submission's status stands")
 	})
 
 	It("advances queued → in_progress → completed with coalesced progress, settles once, archives, and deletes after retention", func() {
