@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -108,7 +106,8 @@ func (p *pass) skeleton() *reconciler.Reconciler[*v1.GenerationTask] {
 		Client:    p.Client,
 		New:       func() *v1.GenerationTask { return &v1.GenerationTask{} },
 		Finalizer: v1.LedgerFinalizer,
-		Finalize:  p.abandon,
+		Finalize:  p.abandon, // cancels at the vendor: on the object the API server holds
+		APIReader: p.apiReader(),
 		Steps: []reconciler.Step[*v1.GenerationTask]{
 			{Run: p.admit},   // Admitted
 			{Run: p.execute}, // Reviewed, Submitted, and the charge of Settled
@@ -220,20 +219,7 @@ func (p *pass) writeArchive(ctx context.Context, t *v1.GenerationTask) error {
 // task is archived as failed with code "deleted" (nothing is charged). A
 // final task has nothing left to settle.
 func (p *pass) abandon(ctx context.Context, t *v1.GenerationTask) error {
-	// The deletion is handled once: the upstream cancelled, the reservation
-	// refunded, then the finalizer removed, and the API server deletes the
-	// object. A reconcile woken while that one ran (by the deletion itself,
-	// or a poll's status write) can read a cache that still holds the
-	// object with its finalizer, and would cancel at the vendor a second
-	// time; the API server knows the object is gone.
-	if err := p.apiReader().Get(ctx, client.ObjectKeyFromObject(t), t); err != nil {
-		if apierrors.IsNotFound(err) {
-			log.FromContext(ctx).V(1).Info("deleted task already finalized", "task", t.Spec.TaskID)
-			return nil
-		}
-		return fmt.Errorf("read the deleted task: %w", err)
-	}
-	if tasks.Final(t.Status.Phase) || !controllerutil.ContainsFinalizer(t, v1.LedgerFinalizer) {
+	if tasks.Final(t.Status.Phase) {
 		return nil
 	}
 	p.cancelUpstream(ctx, t)

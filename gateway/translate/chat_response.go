@@ -11,15 +11,19 @@ import (
 // format): complete responses and usage.
 
 type cUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens *int64 `json:"cached_tokens,omitempty"`
-	} `json:"prompt_tokens_details,omitempty"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details,omitempty"`
+	PromptTokens            int64               `json:"prompt_tokens"`
+	CompletionTokens        int64               `json:"completion_tokens"`
+	TotalTokens             int64               `json:"total_tokens"`
+	PromptTokensDetails     *cPromptDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *cCompletionDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type cPromptDetails struct {
+	CachedTokens *int64 `json:"cached_tokens,omitempty"`
+}
+
+type cCompletionDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
 type cChoice struct {
@@ -53,12 +57,8 @@ func (u *cUsage) toUsage() Usage {
 func chatUsage(u Usage) *cUsage {
 	out := &cUsage{PromptTokens: u.PromptTokens(), CompletionTokens: u.OutputTokens}
 	out.TotalTokens = out.PromptTokens + out.CompletionTokens
-	out.PromptTokensDetails = &struct {
-		CachedTokens *int64 `json:"cached_tokens,omitempty"`
-	}{CachedTokens: ptr(deref(u.CacheReadTokens))}
-	out.CompletionTokensDetails = &struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	}{ReasoningTokens: u.ReasoningTokens}
+	out.PromptTokensDetails = &cPromptDetails{CachedTokens: ptr(deref(u.CacheReadTokens))}
+	out.CompletionTokensDetails = &cCompletionDetails{ReasoningTokens: u.ReasoningTokens}
 	return out
 }
 

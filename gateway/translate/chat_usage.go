@@ -1,9 +1,7 @@
 package translate
 
 import (
-	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,8 +21,9 @@ func decodeChatUsage(raw []byte, u *cUsage) bool {
 	return json.Unmarshal(raw, u) == nil
 }
 
-// chatUsageMembers are cUsage's members and its details objects'.
-var chatUsageMembers = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
+// chatUsageMembers are cUsage's members and its details objects'; a
+// member's index is its bit in eachMemberOnce's record of what it saw.
+var chatUsageMembers = [...]string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
 	"completion_tokens_details", "cached_tokens", "reasoning_tokens"}
 
 // walkChatUsage reads the usual shape; false means "ask the decoder" (u is
@@ -42,33 +41,23 @@ func walkChatUsage(raw []byte, u *cUsage) bool {
 		case "total_tokens":
 			return readInt(v, &u.TotalTokens)
 		case "prompt_tokens_details":
-			if isNull(v) {
-				u.PromptTokensDetails = nil
+			if u.PromptTokensDetails = nil; isNull(v) {
 				return true
 			}
-			d := &struct {
-				CachedTokens *int64 `json:"cached_tokens,omitempty"`
-			}{}
+			d := &cPromptDetails{}
 			u.PromptTokensDetails = d
 			return eachMemberOnce(v, func(name string, v []byte) bool {
-				if name != "cached_tokens" {
-					return true
-				}
-				if isNull(v) {
-					d.CachedTokens = nil
+				if name != "cached_tokens" || isNull(v) {
 					return true
 				}
 				d.CachedTokens = new(int64)
 				return readInt(v, d.CachedTokens)
 			})
 		case "completion_tokens_details":
-			if isNull(v) {
-				u.CompletionTokensDetails = nil
+			if u.CompletionTokensDetails = nil; isNull(v) {
 				return true
 			}
-			d := &struct {
-				ReasoningTokens int64 `json:"reasoning_tokens"`
-			}{}
+			d := &cCompletionDetails{}
 			u.CompletionTokensDetails = d
 			return eachMemberOnce(v, func(name string, v []byte) bool {
 				return name != "reasoning_tokens" || readInt(v, &d.ReasoningTokens)
@@ -80,43 +69,54 @@ func walkChatUsage(raw []byte, u *cUsage) bool {
 
 // eachMemberOnce calls fn with the name and value of each member of the
 // object obj (valid JSON) and reports whether obj is an object whose every
-// fn returned true. A member name that is not plain ASCII, that repeats, or
-// that matches one of chatUsageMembers only when case is ignored (the
-// decoder would take it) reports false instead.
+// fn returned true. fn sees one of chatUsageMembers, or a name the decoder
+// would ignore too; a member the decoder could read otherwise (a name with
+// escapes or beyond printable ASCII, one of chatUsageMembers repeated, or
+// one that matches only when case is ignored) reports false instead.
 func eachMemberOnce(obj []byte, fn func(name string, v []byte) bool) bool {
-	var seen []string
+	var seen uint
 	ok := true
 	isObject := Members(obj, func(k, v []byte) bool {
-		name, plain := plainKey(k)
+		name := k[1 : len(k)-1]
+		bit, known := memberBit(name)
 		switch {
-		case !plain, slices.Contains(seen, name), foldsToMember(name):
+		case !printable(name), known && seen&bit != 0, !known && foldsToMember(name):
 			ok = false
 		default:
-			seen = append(seen, name)
-			ok = fn(name, v)
+			seen |= bit
+			ok = fn(string(name), v) // the switch in fn does not keep the string
 		}
 		return ok
 	})
 	return isObject && ok
 }
 
-// plainKey is a quoted member key's text when it is printable ASCII
-// without escapes.
-func plainKey(quoted []byte) (string, bool) {
-	inner := quoted[1 : len(quoted)-1]
-	for _, c := range inner {
-		if c == '\\' || c < 0x20 || c >= 0x7f {
-			return "", false
+// memberBit is name's bit when it is one of chatUsageMembers.
+func memberBit(name []byte) (uint, bool) {
+	for i, m := range chatUsageMembers {
+		if string(name) == m {
+			return 1 << i, true
 		}
 	}
-	return string(inner), true
+	return 0, false
 }
 
-// foldsToMember reports whether name is not one of chatUsageMembers but
-// equals one when case is ignored.
-func foldsToMember(name string) bool {
+// printable reports whether a key's text is printable ASCII without
+// escapes.
+func printable(name []byte) bool {
+	for _, c := range name {
+		if c == '\\' || c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// foldsToMember reports whether name equals one of chatUsageMembers when
+// case is ignored.
+func foldsToMember(name []byte) bool {
 	for _, m := range chatUsageMembers {
-		if name != m && strings.EqualFold(name, m) {
+		if strings.EqualFold(string(name), m) {
 			return true
 		}
 	}
@@ -126,13 +126,11 @@ func foldsToMember(name string) bool {
 func isNull(v []byte) bool { return string(v) == "null" }
 
 // readInt reads an integer literal into dst; null leaves dst as it is (as
-// the decoder does). A fraction, an exponent or an overflow reports false.
+// the decoder does). Anything else, a fraction, an exponent or an overflow
+// included, is refused by ParseInt and reports false.
 func readInt(v []byte, dst *int64) bool {
 	if isNull(v) {
 		return true
-	}
-	if len(v) == 0 || bytes.ContainsAny(v, ".eE\"tfn[{") {
-		return false
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {

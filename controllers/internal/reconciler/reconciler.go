@@ -36,6 +36,13 @@ type Reconciler[T Object] struct {
 	// Finalize has cleaned up after a deleted one.
 	Finalizer string
 	Finalize  func(context.Context, T) error
+	// APIReader, when set, reads a deleted object again from the API
+	// server (not the cache) before Finalize, for a kind whose cleanup is
+	// not idempotent (a cancel at a vendor): a reconcile woken while the
+	// previous one ran can read a cache that still holds the object with
+	// its finalizer after that one removed it, and would clean up twice.
+	// Gone, or without the finalizer, means done.
+	APIReader client.Reader
 	Steps     []Step[T]
 	// ReadyMessage is Ready's message when every gating step is done.
 	ReadyMessage func(T) string
@@ -59,6 +66,11 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	if !obj.GetDeletionTimestamp().IsZero() {
 		if r.Finalizer == "" {
 			return ctrl.Result{}, nil
+		}
+		if r.APIReader != nil {
+			if err := r.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
 		}
 		return ctrl.Result{}, Finalize(ctx, r.Client, obj, r.Finalizer, func(ctx context.Context) error { return r.Finalize(ctx, obj) })
 	}
