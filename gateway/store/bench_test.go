@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -150,13 +151,18 @@ func BenchmarkInsertUsage(b *testing.B) {
 	}
 }
 
-// BenchmarkInsertUsageCharged is the usage writer's load in the gateway:
-// batches of 400 lease-charged rows spread over 2 000 tokens of 20 tenants,
-// with request IDs as the gateway makes them. Reported per row.
+// BenchmarkInsertUsageCharged is the usage writer's load in the gateway
+// under make bench: batches of 5 000 lease-charged rows (the writer's
+// BatchSize), each for a random pair of 1 000 tokens of 10 tenants and 100
+// models, with request IDs as the gateway makes them. Reported per row.
 //
 //	go test -run '^$' -bench InsertUsageCharged ./gateway/store/
 func BenchmarkInsertUsageCharged(b *testing.B) {
-	const tokens, tenants, batchRows = 2000, 20, 400
+	const tokens, tenants, models, batchRows = 1000, 10, 100, 5000
+	names := make([]string, models)
+	for i := range names {
+		names[i] = fmt.Sprintf("model-%03d", i)
+	}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -182,13 +188,12 @@ func BenchmarkInsertUsageCharged(b *testing.B) {
 				toks[i] = tok{id, u, h.leaseID}
 			}
 			batch := make([]UsageRow, batchRows)
-			var seq int64
+			rng := rand.New(rand.NewPCG(1, 2))
 			b.ResetTimer()
 			for b.Loop() {
 				for i := range batch {
-					seq++
-					t := toks[(seq*7919)%tokens]
-					batch[i] = UsageRow{RequestID: NewRequestID(), UserID: t.user, TokenID: t.id, TokenName: "k", ModelName: "m",
+					t := toks[rng.IntN(tokens)]
+					batch[i] = UsageRow{RequestID: NewRequestID(), UserID: t.user, TokenID: t.id, TokenName: "k", ModelName: names[rng.IntN(models)],
 						PromptTokens: 12, CompletionTokens: 20, Quota: 100, Charge: Charge{Apply: true, LeaseID: t.lease}}
 				}
 				if _, err := s.InsertUsage(ctx, batch); err != nil {

@@ -108,6 +108,72 @@ func TestReviewUpstreamRefMigration(t *testing.T) {
 	})
 }
 
+// TestUsageWriteCostMigration upgrades an embedded ledger at schema version
+// 8 with usage rows and their rollup: migration 9 (SQLite only) keeps every
+// figure, with the rollup clustered on its key and one index on usage_logs,
+// and migrating down gives the two indexes and the rowid rollup back.
+func TestUsageWriteCostMigration(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dsn := backends[0].dsn(t)
+	p, db := gooseProvider(t, dsn)
+	_, err := p.UpTo(ctx, 8)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = db.ExecContext(ctx, `INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
+		prompt_tokens, completion_tokens, total_tokens, billing_phase, quota)
+		VALUES ('a', 7200, 1, 1, 'k', 'chat', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 2, 'l', 'chat', 1, 2, 3, 'settled', 20)`)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = db.ExecContext(ctx, `INSERT INTO usage_hourly (user_id, hour_start, token_id, model_name, request_count, prompt_tokens, completion_tokens, quota)
+		VALUES (1, 7200, 1, 'chat', 1, 1, 2, 10), (1, 7200, 2, 'chat', 1, 1, 2, 20)`)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = p.UpTo(ctx, 9)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sqliteIndexes(t, db, "usage_logs")).To(ConsistOf("usage_logs_user_time"))
+	var ddl string
+	g.Expect(db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'usage_hourly'`).Scan(&ddl)).To(Succeed())
+	g.Expect(ddl).To(HaveSuffix("WITHOUT ROWID"))
+
+	s := openStore(t, dsn)
+	page, err := s.SummarizeUsage(ctx, UsageQuery{UserID: 1, Start: 0, End: 3 * 3600})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(page.Rows).To(Equal([]UsageSummary{
+		{TokenID: 1, RequestCount: 1, PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3, Quota: 10},
+		{TokenID: 2, RequestCount: 1, PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3, Quota: 20},
+	}))
+	list, err := s.ListUsage(ctx, UsageQuery{UserID: 1, TokenID: 2, Start: 0, End: 3 * 3600})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list.Rows).To(HaveLen(1))
+	g.Expect(list.Rows[0].TokenName).To(Equal("l"))
+	g.Expect(s.Close()).To(Succeed())
+
+	_, err = p.DownTo(ctx, 8)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sqliteIndexes(t, db, "usage_logs")).To(ConsistOf("usage_logs_user_time", "usage_logs_user_token_time"))
+	var n, quota int64
+	g.Expect(db.QueryRowContext(ctx, `SELECT COUNT(*), SUM(quota) FROM usage_hourly`).Scan(&n, &quota)).To(Succeed())
+	g.Expect([]int64{n, quota}).To(Equal([]int64{2, 30}))
+}
+
+// sqliteIndexes names the indexes of table made by CREATE INDEX (not the
+// ones SQLite makes for UNIQUE and PRIMARY KEY constraints).
+func sqliteIndexes(t *testing.T, db *sql.DB, table string) []string {
+	t.Helper()
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
 // gooseProvider opens the raw database behind dsn with the ledger's
 // migrations, to move it to a chosen schema version.
 func gooseProvider(t *testing.T, dsn string) (*goose.Provider, *sql.DB) {

@@ -88,25 +88,15 @@ func (s *Store) ListUsage(ctx context.Context, uq UsageQuery) (Page[UsageRecord]
 		return p, err
 	}
 	p.PageSize = size
-	q := `SELECT log_id, created_at, token_id, token_name, model_name, task_id, prompt_tokens, completion_tokens,
-			cache_tokens, cache_creation_tokens, reported_total_tokens, total_tokens, billing_phase, quota
-		FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ?`
-	args := []any{uq.UserID, uq.Start, uq.End}
-	if uq.TokenID != 0 {
-		q += ` AND token_id = ?`
-		args = append(args, uq.TokenID)
-	}
+	var after *[2]int64
 	if uq.Cursor != "" {
 		k, err := s.openCursor(uq, cursorRequests)
 		if err != nil {
 			return p, err
 		}
-		q += ` AND (created_at < ? OR (created_at = ? AND log_id < ?))`
-		args = append(args, k[0], k[0], k[1])
+		after = &k
 	}
-	q += ` ORDER BY created_at DESC, log_id DESC LIMIT ?`
-	args = append(args, size+1)
-
+	q, args := listQuery(uq, after, size+1)
 	err = s.query(ctx, q, args, func(rows *sql.Rows) error {
 		var r UsageRecord
 		var quota int64
@@ -131,6 +121,25 @@ func (s *Store) ListUsage(ctx context.Context, uq UsageQuery) (Page[UsageRecord]
 		p.NextCursor = s.sealCursor(uq, cursorRequests, last.CreatedAt, last.LogID)
 	}
 	return p, nil
+}
+
+// listQuery selects a page of uq's rows newest first, after the (created_at,
+// log_id) key of the previous page's last row when there is one.
+func listQuery(uq UsageQuery, after *[2]int64, limit int) (string, []any) {
+	q := `SELECT log_id, created_at, token_id, token_name, model_name, task_id, prompt_tokens, completion_tokens,
+			cache_tokens, cache_creation_tokens, reported_total_tokens, total_tokens, billing_phase, quota
+		FROM usage_logs WHERE user_id = ? AND created_at >= ? AND created_at < ?`
+	args := []any{uq.UserID, uq.Start, uq.End}
+	if uq.TokenID != 0 {
+		q += ` AND token_id = ?`
+		args = append(args, uq.TokenID)
+	}
+	if after != nil {
+		q += ` AND (created_at < ? OR (created_at = ? AND log_id < ?))`
+		args = append(args, after[0], after[0], after[1])
+	}
+	q += ` ORDER BY created_at DESC, log_id DESC LIMIT ?`
+	return q, append(args, limit)
 }
 
 // SummarizeUsage returns one summary row per token, ordered by token ID,

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,4 +238,54 @@ func TestSummaryMatchesRows(t *testing.T) {
 			g.Expect(got).To(Equal(want(w.start, w.end, w.token)), "window %+v", w)
 		}
 	})
+}
+
+// TestUsageQueriesReadTheIndex holds the embedded ledger's usage queries to
+// its one usage_logs index (user, time, log ID, then the key): each reads a
+// tenant's window from it, filters a key from its entries, and lists pages in
+// its order, with no scan of the table and no sort.
+func TestUsageQueriesReadTheIndex(t *testing.T) {
+	g := NewWithT(t)
+	s := openStore(t, backends[0].dsn(t))
+	uq := UsageQuery{UserID: 1, Start: 1_780_000_000, End: 1_780_000_000 + 31*86400}
+	byKey := uq
+	byKey.TokenID = 7
+	type query struct {
+		name string
+		sql  string
+		args []any
+	}
+	var queries []query
+	for _, q := range []UsageQuery{uq, byKey} {
+		sql, args := listQuery(q, nil, 101)
+		queries = append(queries, query{fmt.Sprintf("list, key %d", q.TokenID), sql, args})
+		sql, args = listQuery(q, &[2]int64{1_780_100_000, 42}, 101)
+		queries = append(queries, query{fmt.Sprintf("list after a cursor, key %d", q.TokenID), sql, args})
+		sql, args = summaryQuery(q, 0, 101)
+		queries = append(queries, query{fmt.Sprintf("summary, key %d", q.TokenID), sql, args})
+	}
+	for _, q := range queries {
+		rows, err := s.db.Query("EXPLAIN QUERY PLAN "+q.sql, q.args...)
+		g.Expect(err).NotTo(HaveOccurred(), q.name)
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			g.Expect(rows.Scan(&id, &parent, &unused, &detail)).To(Succeed())
+			plan = append(plan, detail)
+		}
+		g.Expect(rows.Close()).To(Succeed())
+		g.Expect(plan).To(ContainElement(ContainSubstring("usage_logs")), q.name)
+		for _, step := range plan {
+			switch {
+			case strings.Contains(step, "usage_logs"):
+				g.Expect(step).To(MatchRegexp(`^SEARCH usage_logs USING (COVERING )?INDEX usage_logs_user_time \(user_id=\? AND created_at[<>]`), q.name)
+			case strings.Contains(step, "usage_hourly"):
+				g.Expect(step).To(HavePrefix("SEARCH usage_hourly USING PRIMARY KEY (user_id=? AND hour_start>? AND hour_start<?)"), q.name)
+			}
+		}
+		if strings.HasPrefix(q.name, "list") {
+			g.Expect(plan).NotTo(ContainElement(ContainSubstring("TEMP B-TREE")), q.name+": pages come in the index's order")
+		}
+	}
 }
