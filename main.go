@@ -219,6 +219,8 @@ type managerFlags struct {
 	probeAddr   string
 	leaderElect bool
 	syncPeriod  time.Duration
+	// mirrorWrites bounds the status writes of the mirrors, per second.
+	mirrorWrites float64
 	// Private asset review: the per-round deadline and how long an unused
 	// reviewed asset stays reusable (contract rules 8 and 9).
 	reviewDeadline  time.Duration
@@ -263,6 +265,8 @@ func runManager(ctx context.Context, args []string) error {
 	fs.StringVar(&m.probeAddr, "health-probe-bind-address", ":8081", "health and readiness probe address")
 	fs.BoolVar(&m.leaderElect, "leader-elect", true, "elect one active manager among replicas")
 	fs.DurationVar(&m.syncPeriod, "status-sync-period", controllers.DefaultBalanceSyncPeriod, "how often ledger figures are mirrored into status")
+	fs.Float64Var(&m.mirrorWrites, "status-mirror-writes-per-second", controllers.DefaultMirrorWritesPerSecond,
+		"at most this many status writes of mirrored ledger figures per second, across all tokens and tenants")
 	fs.DurationVar(&m.reviewDeadline, "review-deadline", generationtask.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
 	fs.DurationVar(&m.reviewRetention, "review-asset-retention", tasks.DefaultReviewAssetRetention, "private asset review: how long an unused reviewed asset stays reusable")
 	registerHousekeeping(fs, &m.housekeeping)
@@ -287,7 +291,7 @@ func runManager(ctx context.Context, args []string) error {
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
 		MetricsAddr: m.metricsAddr, ProbeAddr: m.probeAddr, LeaderElection: m.leaderElect, PprofAddr: c.pprofAddr,
-		Controllers: &controllers.Options{SyncPeriod: m.syncPeriod, ReviewDeadline: m.reviewDeadline,
+		Controllers: &controllers.Options{SyncPeriod: m.syncPeriod, MirrorWritesPerSecond: m.mirrorWrites, ReviewDeadline: m.reviewDeadline,
 			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping, Concurrency: m.concurrency},
 		ManagerBlobs: g.options(""),
 	})

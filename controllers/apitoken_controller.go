@@ -38,6 +38,10 @@ type ApiTokenReconciler struct {
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
 
+	// mirrors spreads the usage mirror's status writes (Setup: shared with
+	// the Tenant mirror; nil: no bound).
+	mirrors *mirrorBudget
+
 	// registered remembers, per ApiToken UID, the last registration this
 	// process wrote to the ledger and the token ID it got: a reconcile whose
 	// registration is the same (most of them: the usage mirror's status
@@ -86,6 +90,7 @@ func (r *ApiTokenReconciler) skeleton() *reconciler.Reconciler[*v1.ApiToken] {
 // authenticating it as soon as their caches see the deletion.
 func (r *ApiTokenReconciler) disable(ctx context.Context, tok *v1.ApiToken) error {
 	r.registered.Delete(tok.UID)
+	r.mirrors.forget(tok.UID)
 	if tok.Status.TokenID == 0 {
 		return nil // never registered
 	}
@@ -190,6 +195,9 @@ func (r *ApiTokenReconciler) mirrorUsage(ctx context.Context, tok *v1.ApiToken) 
 	// (and no watch event for every gateway) per period.
 	if st.UsageSyncedAt != nil && st.RemainQuota == remain && st.UsedQuota == used && accessed.Equal(st.AccessedAt) {
 		return mirrored.After(period)
+	}
+	if wait := r.mirrors.turn(tok.UID, now); wait > 0 {
+		return mirrored.After(wait) // the write waits its turn (mirrorBudget)
 	}
 	st.RemainQuota, st.UsedQuota = remain, used
 	if accessed != nil {

@@ -21,6 +21,9 @@ type Options struct {
 	Clock  clock.PassiveClock
 	// SyncPeriod bounds how often ledger figures are mirrored into status.
 	SyncPeriod time.Duration
+	// MirrorWritesPerSecond bounds the mirrors' status writes across the
+	// manager (0: DefaultMirrorWritesPerSecond).
+	MirrorWritesPerSecond float64
 	// KnownProvider reports whether a provider adapter exists (nil: any).
 	KnownProvider func(name string) bool
 	// Upstreams are the adapters GenerationTasks run on (builtin.Registry()).
@@ -77,11 +80,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		o.Clock = clock.RealClock{}
 	}
 	workers := o.Concurrency.withDefaults()
-	if err := (&TenantReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
+	mirrors := newMirrorBudget(o.MirrorWritesPerSecond)
+	if err := (&TenantReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
 		BalanceSyncPeriod: o.SyncPeriod, Workers: workers.Tenant, Events: mgr.GetEventRecorder("modelgate-tenant")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant controller: %w", err)
 	}
-	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock,
+	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
 		UsageSyncPeriod: o.SyncPeriod, Workers: workers.ApiToken, Events: mgr.GetEventRecorder("modelgate-apitoken")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("apitoken controller: %w", err)
 	}

@@ -41,6 +41,10 @@ type TenantReconciler struct {
 	Events events.EventRecorder
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
+
+	// mirrors spreads the balance mirror's status writes (Setup: shared
+	// with the ApiToken mirror; nil: no bound).
+	mirrors *mirrorBudget
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=tenants,verbs=get;list;watch;update;patch
@@ -82,6 +86,7 @@ func (r *TenantReconciler) skeleton() *reconciler.Reconciler[*v1.Tenant] {
 // grants and usage rows stay (a tenant re-created in the namespace is a new
 // ledger account: its UID differs).
 func (r *TenantReconciler) disableKeys(ctx context.Context, t *v1.Tenant) error {
+	r.mirrors.forget(t.UID)
 	if t.Status.UserID == 0 {
 		return nil // never registered
 	}
@@ -292,6 +297,9 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) reco
 	// Written only when a figure moved: an idle tenant costs no status write
 	// (and no watch event for every gateway) per period.
 	if t.Status.BalanceSyncedAt == nil || t.Status.RemainQuota != remain || t.Status.UsedQuota != used {
+		if wait := r.mirrors.turn(t.UID, now); wait > 0 {
+			return reconciler.Done(v1.ReasonReconciled, "balance mirrored").After(wait) // the write waits its turn (mirrorBudget)
+		}
 		t.Status.RemainQuota, t.Status.UsedQuota = remain, used
 		synced := metav1.NewTime(now.Truncate(time.Second))
 		t.Status.BalanceSyncedAt = &synced
