@@ -37,6 +37,10 @@ type row struct {
 	target, mode string
 	r            bench.Result
 	cpu          time.Duration // this process's CPU time during the measured rounds
+	// controlPlane is the CPU time kube-apiserver and etcd used during
+	// the same rounds: a load on the machine that this process's figures
+	// do not show, and that must fall on every target alike.
+	controlPlane time.Duration
 }
 
 // cpuTime is the CPU time (user + system) this process has used so far:
@@ -231,7 +235,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		}
 		stream := mode == "stream"
 		merged := map[string]*bench.Result{}
-		cpu := map[string]time.Duration{}
+		cpu, controlPlane := map[string]time.Duration{}, map[string]time.Duration{}
 		loads := map[string]string{}
 		for _, target := range targets {
 			// A short unmeasured run first: connections open, caches warm.
@@ -259,9 +263,10 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				if round == 0 {
 					loads[target] = loadavg()
 				}
-				cpu0 := cpuTime()
+				cpu0, cp0 := cpuTime(), childrenCPU()
 				r := l.Run(ctx)
 				cpu[target] += cpuTime() - cpu0
+				controlPlane[target] += childrenCPU() - cp0
 				if stop != nil {
 					stop()
 				}
@@ -274,7 +279,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		}
 		for _, target := range targets {
 			r := *merged[target]
-			rw := row{target, mode, r, cpu[target]}
+			rw := row{target, mode, r, cpu[target], controlPlane[target]}
 			log.Printf("%-17s %-6s %8.0f req/s  p50 %-9s p99 %-9s CPU/req %-8s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
 				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), rw.cpuPerReq().Round(time.Microsecond),
 				r.OK, r.Failed, loads[target], r.ErrorSummary())
@@ -301,8 +306,8 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	fmt.Printf("modelgate loadbench — %s, %d concurrent clients, %s per target and mode in %d rounds, %d tokens, %d routes, %d stream chunks, ledger %s, load average now %s\n\n",
 		time.Now().Format("2006-01-02 15:04 MST"), conc, dur, rounds, nTokens, nRoutes, chunks, strings.SplitN(ledgerName, " ", 2)[0], loadavg())
 	if len(rows) > 0 {
-		fmt.Println("| target | mode | req/s | p50 | p99 | CPU/req | added p50 | added p99 | added CPU/req vs bare proxy | % of bare proxy req/s |")
-		fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Println("| target | mode | req/s | p50 | p99 | CPU/req | added p50 | added p99 | added CPU/req vs bare proxy | % of bare proxy req/s | API server + etcd CPU in its rounds |")
+		fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		find := func(target, mode string) row {
 			for _, r := range rows {
 				if r.target == target && r.mode == mode {
@@ -320,12 +325,13 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				addCPU = us(r.cpuPerReq() - p.cpuPerReq())
 				pct = fmt.Sprintf("%.0f%%", 100*r.r.RPS()/p.r.RPS())
 			}
-			fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", r.target, r.mode, r.r.RPS(), ms(r.r.Pct(50)), ms(r.r.Pct(99)),
-				us(r.cpuPerReq()), add50, add99, addCPU, pct)
+			fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %.1f s |\n", r.target, r.mode, r.r.RPS(), ms(r.r.Pct(50)), ms(r.r.Pct(99)),
+				us(r.cpuPerReq()), add50, add99, addCPU, pct, r.controlPlane.Seconds())
 		}
 	}
 	printOpens(opens)
 	fmt.Println("\nCPU/req: this process's CPU time (gateway, controllers, bare proxy, fake upstream and load generator) per successful request of the phase.")
+	fmt.Println("API server + etcd CPU: what the control plane's processes took from the machine during the target's rounds; a target whose rounds it hit harder had less CPU to serve with (docs/performance.md, \"Stop 29\").")
 	fmt.Printf("\nusage rows: %d successful gateway requests (warm-up included), %d new usage rows in the ledger", gatewayOK, got)
 	switch got {
 	case gatewayOK:
