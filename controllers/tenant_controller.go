@@ -281,8 +281,9 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) reco
 		period = DefaultBalanceSyncPeriod
 	}
 	now := r.Clock.Now()
+	mirrored := reconciler.Done(v1.ReasonReconciled, "balance mirrored")
 	if last := t.Status.BalanceSyncedAt; last != nil && now.Sub(last.Time) < period {
-		return reconciler.Done(v1.ReasonReconciled, "balance mirrored").After(period - now.Sub(last.Time))
+		return mirrored.After(period - now.Sub(last.Time))
 	}
 	b, err := r.Ledger.TenantBalance(ctx, t.Status.UserID)
 	if err != nil {
@@ -298,13 +299,13 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) reco
 	// (and no watch event for every gateway) per period.
 	if t.Status.BalanceSyncedAt == nil || t.Status.RemainQuota != remain || t.Status.UsedQuota != used {
 		if wait := r.mirrors.turn(t.UID, now); wait > 0 {
-			return reconciler.Done(v1.ReasonReconciled, "balance mirrored").After(wait) // the write waits its turn (mirrorBudget)
+			return mirrored.After(wait) // the write waits its turn (mirrorBudget)
 		}
 		t.Status.RemainQuota, t.Status.UsedQuota = remain, used
 		synced := metav1.NewTime(now.Truncate(time.Second))
 		t.Status.BalanceSyncedAt = &synced
 	}
-	return reconciler.Done(v1.ReasonReconciled, "balance mirrored").After(period)
+	return mirrored.After(period)
 }
 
 // SetupWithManager registers the reconciler; Secrets it owns wake it.

@@ -21,10 +21,7 @@ func TestHourlyRollupBackfill(t *testing.T) {
 		p, db := gooseProvider(t, dsn)
 		_, err := p.UpTo(ctx, 1)
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err = db.ExecContext(ctx, `INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
-			prompt_tokens, completion_tokens, total_tokens, billing_phase, quota)
-			VALUES ('a', 7200, 1, 1, 'k', 'm', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 1, 'k', 'm', 1, 2, 3, 'settled', 20)`)
-		g.Expect(err).NotTo(HaveOccurred())
+		insertRawUsage(t, db, `('a', 7200, 1, 1, 'k', 'm', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 1, 'k', 'm', 1, 2, 3, 'settled', 20)`)
 
 		s := openStore(t, dsn)
 		page, err := s.SummarizeUsage(ctx, UsageQuery{UserID: 1, Start: 0, End: 3 * 3600})
@@ -47,11 +44,7 @@ func TestRollupByModelMigration(t *testing.T) {
 		p, db := gooseProvider(t, dsn)
 		_, err := p.UpTo(ctx, 6)
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err = db.ExecContext(ctx, `INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
-			prompt_tokens, completion_tokens, total_tokens, billing_phase, quota)
-			VALUES ('a', 7200, 1, 1, 'k', 'chat', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 1, 'k', 'image', 1, 2, 3, 'settled', 20),
-			       ('c', 7400, 1, 1, 'k', 'chat', 1, 1, 2, 'settled', 5)`)
-		g.Expect(err).NotTo(HaveOccurred())
+		insertRawUsage(t, db, `('a', 7200, 1, 1, 'k', 'chat', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 1, 'k', 'image', 1, 2, 3, 'settled', 20), ('c', 7400, 1, 1, 'k', 'chat', 1, 1, 2, 'settled', 5)`)
 		_, err = db.ExecContext(ctx, `INSERT INTO usage_hourly (user_id, hour_start, token_id, request_count, prompt_tokens, completion_tokens, quota)
 			VALUES (1, 7200, 1, 3, 3, 5, 35)`)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -119,10 +112,7 @@ func TestUsageWriteCostMigration(t *testing.T) {
 	p, db := gooseProvider(t, dsn)
 	_, err := p.UpTo(ctx, 8)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = db.ExecContext(ctx, `INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
-		prompt_tokens, completion_tokens, total_tokens, billing_phase, quota)
-		VALUES ('a', 7200, 1, 1, 'k', 'chat', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 2, 'l', 'chat', 1, 2, 3, 'settled', 20)`)
-	g.Expect(err).NotTo(HaveOccurred())
+	insertRawUsage(t, db, `('a', 7200, 1, 1, 'k', 'chat', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 2, 'l', 'chat', 1, 2, 3, 'settled', 20)`)
 	_, err = db.ExecContext(ctx, `INSERT INTO usage_hourly (user_id, hour_start, token_id, model_name, request_count, prompt_tokens, completion_tokens, quota)
 		VALUES (1, 7200, 1, 'chat', 1, 1, 2, 10), (1, 7200, 2, 'chat', 1, 1, 2, 20)`)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -152,6 +142,17 @@ func TestUsageWriteCostMigration(t *testing.T) {
 	var n, quota int64
 	g.Expect(db.QueryRowContext(ctx, `SELECT COUNT(*), SUM(quota) FROM usage_hourly`).Scan(&n, &quota)).To(Succeed())
 	g.Expect([]int64{n, quota}).To(Equal([]int64{2, 30}))
+}
+
+// insertRawUsage writes usage rows straight into a ledger at an older schema
+// version; values are (request ID, created at, user, token, token name,
+// model, prompt, completion, total, phase, quota) tuples.
+func insertRawUsage(t *testing.T, db *sql.DB, values string) {
+	t.Helper()
+	if _, err := db.Exec(`INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
+		prompt_tokens, completion_tokens, total_tokens, billing_phase, quota) VALUES ` + values); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sqliteIndexes names the indexes of table made by CREATE INDEX (not the
