@@ -1,8 +1,10 @@
 package usagelog
 
 import (
+	"context"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -68,4 +70,39 @@ func TestProcessJournalAppendsThroughTheMapping(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer other.close()
 	g.Expect(other.rows).To(BeZero(), "an erased file reads as empty")
+}
+
+// TestProcessAckIsDoneOnReturn: with DurableProcess, Submit appends the row
+// to the journal itself, so its Ack is done when Submit returns and the row
+// is in the journal file; full batches still reach the database without
+// the flush interval, and every row of many concurrent writers is stored
+// once.
+func TestProcessAckIsDoneOnReturn(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
+	spool := filepath.Join(t.TempDir(), "usage.spool")
+	w := newWriter(t, s, Config{SpoolPath: spool, Durability: DurableProcess, BatchSize: 100, FlushInterval: 1 << 40})
+
+	a, err := w.Submit(ctx, row(0))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(done(a)).To(BeTrue(), "durable when Submit returns")
+	// In the journal, or already handed on from it: the writer's first
+	// hand-off (of what an earlier run left) may take it.
+	g.Expect(spooled(t, spool)[row(0).RequestID] || countRows(t, s) == 1).To(BeTrue(), "the row is in the journal or the ledger")
+
+	const n = 2000
+	var wg sync.WaitGroup
+	for i := 1; i < n; i++ {
+		wg.Go(func() {
+			if err := w.Write(ctx, row(i)); err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	g.Eventually(func() int64 { return countRows(t, s) }).Should(BeNumerically(">=", n-100),
+		"every full batch is handed to the database without waiting for the flush interval")
+	g.Expect(w.Close(ctx)).To(Succeed())
+	g.Expect(countRows(t, s)).To(Equal(int64(n)))
 }

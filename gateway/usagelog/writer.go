@@ -66,7 +66,8 @@ type Config struct {
 	// handed to the database when it holds this many rows.
 	BatchSize int
 	// GroupWindow is the least time between the starts of two journal
-	// appends (default 500µs with DurableDisk, 150µs with DurableProcess).
+	// appends (default 500µs with DurableDisk, 150µs with DurableProcess,
+	// where it applies only to rows Submit could not append itself).
 	// A row that finds the journal idle for longer is appended at once;
 	// under load rows gather for up to this long, so one fsync covers more
 	// of them (an fsync costs ~100µs of CPU on a virtual disk). Negative: no
@@ -137,6 +138,10 @@ const maxUnsent = 10
 // Writer makes usage rows durable by group commit to a journal, then writes
 // them to the database in large batches.
 //
+// With DurableProcess, Submit appends the row itself and returns an Ack
+// that is already done; rows it cannot append (the journal failing) take
+// the path below.
+//
 // Submit adds a row to the next journal append. The journal goroutine
 // starts an append as soon as a row arrives if none started in the last
 // GroupWindow; rows that arrive while an append and its fsync run, or
@@ -169,7 +174,16 @@ type Writer struct {
 	spare  []store.UsageRow
 	closed bool
 
-	// Owned by the journal goroutine.
+	// direct: Submit appends each row itself (DurableProcess, see
+	// appendNow); the journal goroutine appends only what Submit queued.
+	direct bool
+	// file guards the active file and what goes with it (active, pending,
+	// unsent, fromFile, failing, epoch, nextFile) against Submit's direct
+	// appends; it is taken after mu, and never held while waiting on the
+	// database or a timer.
+	file sync.Mutex
+
+	// Owned by the journal goroutine, under file where Submit appends.
 	active     *journalFile
 	pending    []piece          // handed off, not yet stored; oldest first
 	epoch      uint64           // of the latest activation of a journal file
@@ -341,6 +355,7 @@ func start(ins Inserter, cfg Config, st spoolState) (*Writer, error) {
 		free:     st.free,
 		nextFile: st.next,
 		epoch:    st.epoch,
+		direct:   cfg.Durability == DurableProcess,
 	}
 	for _, p := range st.pending {
 		w.pendingRows.Add(p.count)
@@ -367,6 +382,10 @@ func (w *Writer) Submit(ctx context.Context, row store.UsageRow) (Ack, error) {
 		if w.closed {
 			w.mu.Unlock()
 			return Ack{}, ErrClosed
+		}
+		if w.direct && w.appendNow(row) {
+			w.mu.Unlock()
+			return Ack{appended}, nil
 		}
 		if len(w.next.rows) < w.cfg.QueueSize {
 			w.next.rows = append(w.next.rows, row)
@@ -469,9 +488,7 @@ func (w *Writer) run() {
 				time.Sleep(wait) // busy: let more rows join this append
 			}
 			w.commitNext()
-			if w.active.rows >= int64(w.cfg.BatchSize) || len(w.pending) > 0 {
-				w.handOff(false)
-			}
+			w.handOffIfDue()
 		case <-tick.C:
 			w.handOff(false)
 		case <-retry.C:
@@ -480,9 +497,7 @@ func (w *Writer) run() {
 			}
 		case res := <-w.jobDone:
 			w.jobEnded(res)
-			if w.active.rows >= int64(w.cfg.BatchSize) || len(w.pending) > 0 {
-				w.handOff(false)
-			}
+			w.handOffIfDue()
 		case ack := <-w.flush:
 			w.commitNext()
 			w.waitJob()
@@ -535,9 +550,8 @@ func (w *Writer) journal(c *commit) {
 		if w.beforeAppend != nil {
 			w.beforeAppend()
 		}
-		err := w.appendRows(c.rows)
+		_, err := w.appendLocked(c.rows)
 		if err == nil {
-			w.keepUnsent(c.rows)
 			c.ack(nil)
 			return
 		}
@@ -551,6 +565,47 @@ func (w *Writer) journal(c *commit) {
 		c.ack(fmt.Errorf("%w: %w", ErrNotDurable, err))
 		time.Sleep(w.cfg.RetryInterval)
 	}
+}
+
+// appendLocked appends rows to the journal and keeps them for the ledger,
+// under file. full reports that the active file has just reached a batch.
+func (w *Writer) appendLocked(rows []store.UsageRow) (full bool, err error) {
+	w.file.Lock()
+	defer w.file.Unlock()
+	if err := w.appendRows(rows); err != nil {
+		return false, err
+	}
+	w.keepUnsent(rows)
+	batch := int64(w.cfg.BatchSize)
+	return w.active.rows >= batch && w.active.rows-int64(len(rows)) < batch, nil
+}
+
+// appended is the Ack of a row Submit appended itself: durable on return.
+var appended = func() *commit {
+	c := &commit{done: make(chan struct{})}
+	c.ack(nil)
+	return c
+}()
+
+// appendNow appends one row to the journal in the caller's goroutine, with
+// mu held, and reports whether it did. With DurableProcess an append is a
+// copy into the mapped file (spool.go), cheaper than the hand-over to the
+// journal goroutine it saves: the wake-up, the group window, the
+// acknowledgement's wake-up of the caller (docs/performance.md, "Stop 30").
+// A failed append leaves the row to the queue, where the journal goroutine
+// retries it, falls back to the database and reports.
+func (w *Writer) appendNow(row store.UsageRow) bool {
+	full, err := w.appendLocked([]store.UsageRow{row})
+	if err != nil {
+		return false
+	}
+	if full {
+		select { // a batch is due: the journal goroutine hands it off
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
 }
 
 // keepUnsent remembers journaled rows for the next hand-off, unless the
@@ -586,6 +641,8 @@ func (w *Writer) appendRows(rows []store.UsageRow) error {
 // file, oldest first. Unless force, it does nothing while the database is
 // failing (the retry ticker forces).
 func (w *Writer) handOff(force bool) {
+	w.file.Lock()
+	defer w.file.Unlock()
 	if w.busy || (w.failing && !force) || w.SpoolRows() == 0 {
 		return
 	}
@@ -597,6 +654,17 @@ func (w *Writer) handOff(force bool) {
 	}
 	w.busy = true
 	w.jobs <- slices.Clone(w.pending)
+}
+
+// handOffIfDue hands off when the active file holds a batch or files are
+// pending.
+func (w *Writer) handOffIfDue() {
+	w.file.Lock()
+	due := w.active.rows >= int64(w.cfg.BatchSize) || len(w.pending) > 0
+	w.file.Unlock()
+	if due {
+		w.handOff(false)
+	}
 }
 
 // rotate makes the active journal file pending, with its rows when they are
@@ -674,6 +742,8 @@ func (w *Writer) drop(j *journalFile) {
 
 // closeFiles closes every journal file; what they hold stays on disk.
 func (w *Writer) closeFiles() {
+	w.file.Lock()
+	defer w.file.Unlock()
 	if err := w.active.close(); err != nil {
 		w.cfg.Logger.Error("usage spool close", "err", err)
 	}
@@ -694,6 +764,8 @@ func (w *Writer) waitJob() {
 }
 
 func (w *Writer) jobEnded(res jobResult) {
+	w.file.Lock()
+	defer w.file.Unlock()
 	w.busy = false
 	w.pending = append(w.pending[:0:0], w.pending[res.stored:]...)
 	switch {
