@@ -12,17 +12,12 @@ import (
 // sparse file that the disk has no room for raises SIGBUS, where pwrite
 // would return ENOSPC; a file system without fallocate is not mapped.
 func mapJournal(f *os.File) []byte {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil
-	}
 	var mem []byte
-	_ = rc.Control(func(fd uintptr) {
-		if unix.Fallocate(int(fd), 0, 0, fileSize) != nil {
+	_ = withFD(f, func(fd int) {
+		if unix.Fallocate(fd, 0, 0, fileSize) != nil {
 			return
 		}
-		m, err := unix.Mmap(int(fd), 0, fileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err == nil {
+		if m, err := unix.Mmap(fd, 0, fileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
 			mem = m
 		}
 	})

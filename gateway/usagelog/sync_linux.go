@@ -9,14 +9,10 @@ import (
 // metadata needed to read it back (the file size), skipping timestamps; on
 // the bench machine's virtual disk it takes half the time of fsync.
 func syncData(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
 	var serr error
-	if err := rc.Control(func(fd uintptr) {
+	if err := withFD(f, func(fd int) {
 		for {
-			serr = syscall.Fdatasync(int(fd))
+			serr = syscall.Fdatasync(fd)
 			if serr != syscall.EINTR {
 				return
 			}
@@ -28,4 +24,13 @@ func syncData(f *os.File) error {
 		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
 	}
 	return nil
+}
+
+// withFD runs fn with f's descriptor, which stays open while fn runs.
+func withFD(f *os.File, fn func(fd int)) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) { fn(int(fd)) })
 }

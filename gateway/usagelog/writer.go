@@ -174,9 +174,6 @@ type Writer struct {
 	spare  []store.UsageRow
 	closed bool
 
-	// direct: Submit appends each row itself (DurableProcess, see
-	// appendNow); the journal goroutine appends only what Submit queued.
-	direct bool
 	// file guards the active file and what goes with it (active, pending,
 	// unsent, fromFile, failing, epoch, nextFile) against Submit's direct
 	// appends; it is taken after mu, and never held while waiting on the
@@ -355,7 +352,6 @@ func start(ins Inserter, cfg Config, st spoolState) (*Writer, error) {
 		free:     st.free,
 		nextFile: st.next,
 		epoch:    st.epoch,
-		direct:   cfg.Durability == DurableProcess,
 	}
 	for _, p := range st.pending {
 		w.pendingRows.Add(p.count)
@@ -383,7 +379,9 @@ func (w *Writer) Submit(ctx context.Context, row store.UsageRow) (Ack, error) {
 			w.mu.Unlock()
 			return Ack{}, ErrClosed
 		}
-		if w.direct && w.appendNow(row) {
+		// DurableProcess: the row appends itself (appendNow); the journal
+		// goroutine appends only what is queued below.
+		if w.cfg.Durability == DurableProcess && w.appendNow(row) {
 			w.mu.Unlock()
 			return Ack{appended}, nil
 		}
