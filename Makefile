@@ -67,7 +67,7 @@ test: envtest lint ## Lint, then run every test: unit, envtest suites, end to en
 # FUZZTIME on top of its checked-in corpus (testdata/fuzz).
 FUZZ_TARGETS := \
 	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
-	./gateway/translate:FuzzChatUsageMatchesDecoder ./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSEReaderMatchesSpec ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel \
+	./gateway/translate:FuzzChatUsageMatchesDecoder ./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSEReaderMatchesSpec ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel ./gateway/translate:FuzzModelShortcut ./gateway/translate:FuzzNullUsageShortcut \
 	./gateway/handlers:FuzzParseText ./gateway/handlers:FuzzFieldsMatchDecoder ./gateway/upstream:FuzzStreamFromBody \
 	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
 FUZZTIME ?= 3s

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -318,4 +319,82 @@ func FuzzChatUsageMatchesDecoder(f *testing.F) {
 			t.Fatalf("decodeChatUsage %v %+v, the decoder %v %+v, from %q", ok, got, decErr, want, raw)
 		}
 	})
+}
+
+// FuzzModelShortcut holds the pass-through's shortcut to a chunk's model
+// (modelSpan, which reuses where the previous chunk's model began) to the
+// walk it skips: a chunk relayed after another must come out exactly as it
+// does relayed alone.
+func FuzzModelShortcut(f *testing.F) {
+	open := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,`
+	for _, p := range [][2]string{
+		{open + `"model":"up-1","choices":[]}`, open + `"model":"up-1","choices":[{"delta":{"content":"x"}}]}`},
+		{open + `"model":"up-1"}`, open + `"model":"up-12345"}`},
+		{open + `"model":"up-1"}`, open + `"model":null}`},
+		{open + `"model":"up-1"}`, open + `"model":"up-1`},
+		{open + `"model":"up-1"}`, open + `"model":"a\"b"}`},
+		{`{"model" : "up"}`, `{"model" : {"x":"y"}, "model":"z"}`},
+		{`{"x":{"model":"in"},"model":"out"}`, `{"x":{"model":"in"},"model":"other"}`},
+		{`{"model":"a"}`, `{"mode":"a","model":"b"}`},
+		{`{"model":"a"}`, `{"model":"client-model"}`},
+	} {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	relay := func(tr *StreamTranslator, data []byte) string {
+		evs, err := tr.Translate(Event{Data: data})
+		if err != nil || len(evs) == 0 {
+			return fmt.Sprint("error ", err)
+		}
+		return string(evs[0].Data)
+	}
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		if len(first)+len(second) > maxFuzzInput {
+			return
+		}
+		after := NewStreamTranslator(ChatCompletions, ChatCompletions, "client-model", StreamOptions{IncludeUsage: true})
+		relay(after, first)
+		got := relay(after, second)
+		alone := NewStreamTranslator(ChatCompletions, ChatCompletions, "client-model", StreamOptions{IncludeUsage: true})
+		if want := relay(alone, second); got != want {
+			t.Fatalf("after %q, %q relayed as %q; alone as %q", first, second, got, want)
+		}
+	})
+}
+
+// FuzzNullUsageShortcut holds endsWithNullUsage, which lets a chat chunk
+// skip the walk to its usage, to that walk: whenever it says the usage is
+// null, FieldRaw finds no usage or a null one.
+func FuzzNullUsageShortcut(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","choices":[{"delta":{"content":"x"}}],"usage":null}`,
+		`{"id":"c","choices":[],"usage":{"prompt_tokens":1}}`,
+		`{"usage":{"prompt_tokens":1},"usage":null}`,
+		`{"us\u0061ge":{"prompt_tokens":1},"usage":null}`,
+		`{"x":{"usage":null}}`, `{"a":"\"usage":null}`, ` { "usage" : null } `, `{"usage":nullx}`, `"usage":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !endsWithNullUsage(data) {
+			return
+		}
+		if raw, ok := FieldRaw(data, "usage"); ok && string(raw) != "null" {
+			t.Fatalf("%q: the shortcut says null usage, the walk finds %q", data, raw)
+		}
+	})
+}
+
+func TestNullUsageShortcut(t *testing.T) {
+	for s, want := range map[string]bool{
+		`{"id":"c","choices":[{"delta":{"content":"x"}}],"usage":null}`: true,
+		` { "usage" : null } ` + "\n":                                   true,
+		`{"id":"c","choices":[],"usage":{"prompt_tokens":1}}`:           false,
+		`{"usage":{"prompt_tokens":1},"usage":null}`:                    false,
+		`{"us\u0061ge":{"prompt_tokens":1},"usage":null}`:               false,
+		`{"id":"c","usage":null,"choices":[]}`:                          false,
+	} {
+		if got := endsWithNullUsage([]byte(s)); got != want {
+			t.Errorf("endsWithNullUsage(%s) = %v, want %v", s, got, want)
+		}
+	}
 }

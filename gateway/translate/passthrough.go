@@ -63,7 +63,7 @@ func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
 			t.done = true
 			break
 		}
-		if bytes.Contains(ev.Data, keyUsage) {
+		if !endsWithNullUsage(ev.Data) && bytes.Contains(ev.Data, keyUsage) {
 			if raw, ok := FieldRaw(ev.Data, "usage"); ok && string(raw) != "null" {
 				var u cUsage
 				if decodeChatUsage(raw, &u) {
@@ -77,9 +77,7 @@ func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
 			}
 		}
 		t.deltaChunks++
-		if bytes.Contains(ev.Data, keyModel) {
-			ev.Data = t.patchModel(ev.Data, "model")
-		}
+		ev.Data = t.patchModel(ev.Data, "model")
 	case Responses:
 		if name == "" {
 			name, _ = FieldString(ev.Data, "type")
@@ -117,7 +115,7 @@ func (t *StreamTranslator) patchModel(data []byte, keys ...string) []byte {
 	if t.model == "" {
 		return data
 	}
-	s, e, ok := fieldSpan(data, keys)
+	s, e, ok := t.modelSpan(data, keys)
 	if !ok {
 		return data
 	}
@@ -128,4 +126,74 @@ func (t *StreamTranslator) patchModel(data []byte, keys ...string) []byte {
 	t.patched = appendJSONString(t.patched, t.model)
 	t.patched = append(t.patched, data[e:]...)
 	return t.patched
+}
+
+// maxModelPrefix bounds what modelSpan keeps of a chunk: the opening members
+// (id, object, created) that precede the model in every chunk of a stream.
+const maxModelPrefix = 256
+
+// modelSpan is fieldSpan for the model's value, with a shortcut for a
+// top-level model: a stream's chunks open alike ({"id":…,"object":…,
+// "created":…,"model":…), and when a chunk begins with the same bytes as
+// the one before up to where that one's model value began, the walk to the
+// value would take the same steps and end at the same place, so only the
+// value itself is scanned. (A nested path's walk also depends on where the
+// enclosing value ends, after the value: it always walks.)
+func (t *StreamTranslator) modelSpan(data []byte, keys []string) (int, int, bool) {
+	if len(keys) != 1 || keys[0] != "model" {
+		return fieldSpan(data, keys)
+	}
+	if p := t.modelPrefix; len(p) > 0 && bytes.HasPrefix(data, p) {
+		if e, ok := skipValue(data, len(p)); ok {
+			return len(p), e, true
+		}
+	}
+	if !bytes.Contains(data, keyModel) {
+		return 0, 0, false // no walk for a chunk that cannot name a model
+	}
+	s, e, ok := fieldSpan(data, keys)
+	t.modelPrefix = t.modelPrefix[:0]
+	if ok && s <= maxModelPrefix {
+		t.modelPrefix = append(t.modelPrefix, data[:s]...)
+	}
+	return s, e, ok
+}
+
+var (
+	nullUsage  = []byte(`null`)
+	unicodeEsc = []byte(`\u`)
+)
+
+// endsWithNullUsage reports that a chat chunk's usage is null without
+// walking the chunk: OpenAI sends "usage":null as the last member of every
+// chunk but the last when usage is asked for, and walking a chunk's choices
+// to reach it cost more than the rest of its relay. It holds when "usage"
+// occurs once, as the member before the closing brace, with a null value:
+// a key that reads "usage" is then that one (with no \u escape in the
+// chunk no other spelling of it can exist), and a member right before the
+// object's last brace is the object's own. Anything else is walked.
+func endsWithNullUsage(data []byte) bool {
+	rest, ok := cutSuffix(data, '}')
+	if !ok {
+		return false
+	}
+	rest = bytes.TrimRight(rest, " \t\r\n")
+	if !bytes.HasSuffix(rest, nullUsage) {
+		return false
+	}
+	rest, ok = cutSuffix(rest[:len(rest)-len(nullUsage)], ':')
+	if !ok || !bytes.HasSuffix(bytes.TrimRight(rest, " \t\r\n"), keyUsage) {
+		return false
+	}
+	return bytes.Count(data, keyUsage) == 1 && !bytes.Contains(data, unicodeEsc)
+}
+
+// cutSuffix removes trailing whitespace and then the byte c, reporting
+// whether c was there.
+func cutSuffix(b []byte, c byte) ([]byte, bool) {
+	b = bytes.TrimRight(b, " \t\r\n")
+	if len(b) == 0 || b[len(b)-1] != c {
+		return b, false
+	}
+	return b[:len(b)-1], true
 }

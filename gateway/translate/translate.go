@@ -217,6 +217,9 @@ type StreamTranslator struct {
 	// patched holds a pass-through event whose model was rewritten: like
 	// out, reused by the next call.
 	patched []byte
+	// modelPrefix is the previous chunk's bytes before its top-level
+	// model value (modelSpan).
+	modelPrefix []byte
 
 	usage       Usage
 	reported    bool

@@ -96,7 +96,7 @@ func benchChat(b *testing.B, base string, keys, models []string, stream bool) {
 	for i, m := range models {
 		s := ""
 		if stream {
-			s = `,"stream":true`
+			s = `,"stream":true,"stream_options":{"include_usage":true}`
 		}
 		bodies[i] = []byte(`{"model":"` + m + `","messages":[{"role":"user","content":"hi"}],"max_tokens":64` + s + `}`)
 	}

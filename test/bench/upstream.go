@@ -49,8 +49,8 @@ type Upstream struct {
 	opts UpstreamOptions
 
 	completion []byte
-	chunk      []byte
-	final      []byte // usage chunk + [DONE]
+	chunk      map[bool][]byte // by whether usage was asked for
+	final      map[bool][]byte // finish chunk, usage chunk, [DONE]
 	bufs       sync.Pool
 	hold       atomic.Pointer[chan struct{}] // see Hold
 }
@@ -76,27 +76,40 @@ const (
 	CompletionTokens = 20
 )
 
-var streamTrue = []byte(`"stream":true`)
+var (
+	streamTrue   = []byte(`"stream":true`)
+	includeUsage = []byte(`"include_usage":true`)
+)
 
 // StartUpstream listens on o.Addr and serves until Close.
 func StartUpstream(o UpstreamOptions) (*Upstream, error) {
 	if o.Chunks <= 0 {
 		o.Chunks = 20
 	}
-	u := &Upstream{opts: o}
+	u := &Upstream{opts: o, chunk: map[bool][]byte{}, final: map[bool][]byte{}}
 	u.completion = []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench-model",` +
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello! This is a canned answer from the benchmark upstream."},` +
 		`"logprobs":null,"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":` + strconv.Itoa(PromptTokens) + `,"completion_tokens":` + strconv.Itoa(CompletionTokens) +
 		`,"total_tokens":` + strconv.Itoa(PromptTokens+CompletionTokens) + `}}`)
-	u.chunk = []byte("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"bench-model\"," +
-		"\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word \"},\"finish_reason\":null}]}\n\n")
-	u.final = []byte("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"bench-model\"," +
-		"\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
-		"data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"bench-model\"," +
+	usageChunk := "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"bench-model\"," +
 		"\"choices\":[],\"usage\":{\"prompt_tokens\":" + strconv.Itoa(PromptTokens) + ",\"completion_tokens\":" +
 		strconv.Itoa(CompletionTokens) + ",\"total_tokens\":" + strconv.Itoa(PromptTokens+CompletionTokens) + "}}\n\n" +
-		"data: [DONE]\n\n")
+		"data: [DONE]\n\n"
+	// Asked for usage (stream_options.include_usage, which the gateway always
+	// asks for), OpenAI ends every chunk with "usage":null and sends the
+	// counts in a last chunk of their own; this upstream sends that last
+	// chunk either way.
+	for _, withUsage := range []bool{false, true} {
+		usage := ""
+		if withUsage {
+			usage = `,"usage":null`
+		}
+		u.chunk[withUsage] = []byte("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"bench-model\"," +
+			"\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word \"},\"finish_reason\":null}]" + usage + "}\n\n")
+		u.final[withUsage] = []byte("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"bench-model\"," +
+			"\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]" + usage + "}\n\n" + usageChunk)
+	}
 	u.bufs.New = func() any { return new(bytes.Buffer) }
 	ln, err := net.Listen("tcp", cmp.Or(o.Addr, "127.0.0.1:0"))
 	if err != nil {
@@ -145,6 +158,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	buf.Reset()
 	_, err := buf.ReadFrom(r.Body)
 	stream := bytes.Contains(buf.Bytes(), streamTrue)
+	withUsage := bytes.Contains(buf.Bytes(), includeUsage)
 	u.bufs.Put(buf)
 	if err != nil {
 		http.Error(w, "read body", http.StatusBadRequest)
@@ -165,7 +179,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fl, _ := w.(http.Flusher)
 	hold := u.hold.Load()
 	for i := 0; i < u.opts.Chunks; i++ {
-		if _, err := w.Write(u.chunk); err != nil {
+		if _, err := w.Write(u.chunk[withUsage]); err != nil {
 			return
 		}
 		if fl != nil {
@@ -182,7 +196,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(u.opts.ChunkDelay)
 		}
 	}
-	_, _ = w.Write(u.final)
+	_, _ = w.Write(u.final[withUsage])
 }
 
 // ReverseProxyTransport is the baseline proxy's upstream transport.

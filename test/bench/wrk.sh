@@ -28,7 +28,7 @@ build_targets
 start_dev "$UP_ADDR" "$GW_ADDR" -usage-durability "$DURABILITY"
 
 for mode in json stream; do
-  stream=false; [ "$mode" = stream ] && stream=true
+  stream=false; [ "$mode" = stream ] && stream='true,"stream_options":{"include_usage":true}'
   cat >"$work/$mode.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '{"model":"bench-chat","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":64,"stream":$stream}'

@@ -165,7 +165,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		for _, m := range seeded.Models {
 			s := ""
 			if stream {
-				s = `,"stream":true`
+				s = `,"stream":true,"stream_options":{"include_usage":true}`
 			}
 			bodies[stream] = append(bodies[stream], []byte(`{"model":"`+m+
 				`","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":64`+s+`}`))
