@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -142,6 +143,68 @@ func TestUsageWriteCostMigration(t *testing.T) {
 	var n, quota int64
 	g.Expect(db.QueryRowContext(ctx, `SELECT COUNT(*), SUM(quota) FROM usage_hourly`).Scan(&n, &quota)).To(Succeed())
 	g.Expect([]int64{n, quota}).To(Equal([]int64{2, 30}))
+}
+
+// TestRollupSplitMigration upgrades a ledger whose rollup is keyed on the key
+// and model together (SQLite 9, PostgreSQL 8): the split (SQLite 10,
+// PostgreSQL 9) gives the same summary and the same charts by key and by
+// model, and migrating down rebuilds the joint rollup from the rows.
+func TestRollupSplitMigration(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		before := int64(9)
+		if strings.HasPrefix(dsn, "postgres") {
+			before = 8
+		}
+		p, db := gooseProvider(t, dsn)
+		_, err := p.UpTo(ctx, before)
+		g.Expect(err).NotTo(HaveOccurred())
+		insertRawUsage(t, db, `('a', 7200, 1, 1, 'k', 'chat', 1, 2, 3, 'settled', 10), ('b', 7300, 1, 2, 'l', 'chat', 2, 2, 4, 'settled', 20),
+			('c', 7400, 1, 1, 'k', 'image', 1, 1, 2, 'settled', 5), ('d', 10900, 1, 2, 'l', 'image', 3, 3, 6, 'settled', 7),
+			('e', 7500, 1, 2, 'l', 'chat', 9, 9, 18, 'pre_consumed', 100)`)
+		_, err = db.ExecContext(ctx, `INSERT INTO usage_hourly (user_id, hour_start, token_id, model_name, request_count, prompt_tokens, completion_tokens, quota)
+			VALUES (1, 7200, 1, 'chat', 1, 1, 2, 10), (1, 7200, 2, 'chat', 1, 2, 2, 20), (1, 7200, 1, 'image', 1, 1, 1, 5), (1, 10800, 2, 'image', 1, 3, 3, 7)`)
+		g.Expect(err).NotTo(HaveOccurred())
+
+		s := openStore(t, dsn) // migrates to the latest version
+		page, err := s.SummarizeUsage(ctx, UsageQuery{UserID: 1, Start: 0, End: 4 * 3600})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(page.Rows).To(Equal([]UsageSummary{
+			{TokenID: 1, RequestCount: 2, PromptTokens: 2, CompletionTokens: 3, TotalTokens: 5, Quota: 15},
+			{TokenID: 2, RequestCount: 2, PromptTokens: 5, CompletionTokens: 5, TotalTokens: 10, Quota: 27},
+		}))
+		byModel, err := s.UsageSeries(ctx, SeriesQuery{UserID: 1, Start: 0, End: 4 * 3600, Bucket: BucketHour, Split: SplitModel})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(byModel).To(Equal([]SeriesPoint{
+			{Bucket: 7200, Model: "chat", RequestCount: 2, Tokens: 7, Quota: 30},
+			{Bucket: 7200, Model: "image", RequestCount: 1, Tokens: 2, Quota: 5},
+			{Bucket: 10800, Model: "image", RequestCount: 1, Tokens: 6, Quota: 7},
+		}))
+		byKey, err := s.UsageSeries(ctx, SeriesQuery{UserID: 1, Start: 0, End: 4 * 3600, Bucket: BucketHour, Split: SplitKey})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(byKey).To(Equal([]SeriesPoint{
+			{Bucket: 7200, TokenID: 1, RequestCount: 2, Tokens: 5, Quota: 15},
+			{Bucket: 7200, TokenID: 2, RequestCount: 1, Tokens: 4, Quota: 20},
+			{Bucket: 10800, TokenID: 2, RequestCount: 1, Tokens: 6, Quota: 7},
+		}))
+		g.Expect(s.Close()).To(Succeed())
+
+		_, err = p.DownTo(ctx, before)
+		g.Expect(err).NotTo(HaveOccurred())
+		rows, err := db.QueryContext(ctx, `SELECT hour_start, token_id, model_name, request_count, quota FROM usage_hourly ORDER BY 1, 2, 3`)
+		g.Expect(err).NotTo(HaveOccurred())
+		var pairs []string
+		for rows.Next() {
+			var hour, token, n, quota int64
+			var model string
+			g.Expect(rows.Scan(&hour, &token, &model, &n, &quota)).To(Succeed())
+			pairs = append(pairs, fmt.Sprintf("%d %d %s %d %d", hour, token, model, n, quota))
+		}
+		g.Expect(rows.Close()).To(Succeed())
+		g.Expect(pairs).To(Equal([]string{"7200 1 chat 1 10", "7200 1 image 1 5", "7200 2 chat 1 20", "10800 2 image 1 7"}),
+			"the held reservation (pre_consumed) stays out, as it was")
+	})
 }
 
 // insertRawUsage writes usage rows straight into a ledger at an older schema

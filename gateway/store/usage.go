@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -160,7 +161,7 @@ func (s *Store) withDefaults(rows []UsageRow) []UsageRow {
 func (s *Store) usageQueries() []string {
 	var qs []string
 	for _, n := range chunkSizes {
-		qs = append(qs, s.insertUsageSQL(n), s.drawLeasesSQL(n), s.hourlySQL(n),
+		qs = append(qs, s.insertUsageSQL(n), s.drawLeasesSQL(n), s.hourlySQL(rollupByKey, n), s.hourlySQL(rollupByModel, n),
 			s.lockFlagsSQL("tokens", "token_id", n), s.lockFlagsSQL("tenants", "user_id", n),
 			s.addDeltasSQL("tokens", "token_id", n), s.addDeltasSQL("tenants", "user_id", n))
 		if s.dialect == sqlite {
@@ -438,73 +439,82 @@ func sortedKeys(m map[int64]int64) []int64 {
 	return keys
 }
 
-// hourKey is one row of the usage_hourly rollup.
-type hourKey struct {
-	userID, hourStart, tokenID int64
-	model                      string
+// The hourly rollup is two tables: usage_hourly by key and
+// usage_hourly_model by model (SQLite migration 10, PostgreSQL 9). Nothing
+// reads a key and a model together, and split, a batch changes one row per
+// key and one per model instead of one per pair.
+type rollup struct{ table, column string } // the table and its third key column
+
+var (
+	rollupByKey   = rollup{"usage_hourly", "token_id"}
+	rollupByModel = rollup{"usage_hourly_model", "model_name"}
+)
+
+// hourKey is one row of a rollup: tenant, hour, and a key ID or a model.
+type hourKey[T cmp.Ordered] struct {
+	userID, hourStart int64
+	of                T
 }
 
 type hourSums struct{ count, prompt, completion, quota int64 }
 
-// addHourly adds newly inserted rows to the hourly rollup with one upsert,
-// keys in primary-key order so concurrent batches lock rollup rows in the
-// same order.
+// addHourly adds newly inserted rows to both rollups. Every transaction
+// writes the key rollup before the model one, each with upserts in
+// primary-key order, so concurrent batches lock rollup rows in the same
+// order.
 func (s *Store) addHourly(ctx context.Context, tx *sql.Tx, rows []UsageRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	sums := map[hourKey]hourSums{}
+	byKey, byModel := map[hourKey[int64]]hourSums{}, map[hourKey[string]]hourSums{}
 	for _, r := range rows {
 		if r.BillingPhase == PhasePreConsumed {
 			continue // counted when it settles (RecordTaskUsage)
 		}
-		k := hourKey{r.UserID, hourFloor(r.CreatedAt), r.TokenID, r.ModelName}
-		v := sums[k]
-		v.count++
-		v.prompt += r.PromptTokens
-		v.completion += r.CompletionTokens
-		v.quota += int64(r.Quota)
-		sums[k] = v
+		h := hourFloor(r.CreatedAt)
+		addSums(byKey, hourKey[int64]{r.UserID, h, r.TokenID}, r)
+		addSums(byModel, hourKey[string]{r.UserID, h, r.ModelName}, r)
 	}
-	keys := make([]hourKey, 0, len(sums))
-	for k := range sums {
-		keys = append(keys, k)
+	if err := upsertHourly(ctx, s, tx, rollupByKey, byKey); err != nil {
+		return err
 	}
-	slices.SortFunc(keys, func(a, b hourKey) int {
-		if c := cmp.Compare(a.userID, b.userID); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.hourStart, b.hourStart); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.tokenID, b.tokenID); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.model, b.model)
+	return upsertHourly(ctx, s, tx, rollupByModel, byModel)
+}
+
+func addSums[T cmp.Ordered](sums map[hourKey[T]]hourSums, k hourKey[T], r UsageRow) {
+	v := sums[k]
+	v.count++
+	v.prompt += r.PromptTokens
+	v.completion += r.CompletionTokens
+	v.quota += int64(r.Quota)
+	sums[k] = v
+}
+
+func upsertHourly[T cmp.Ordered](ctx context.Context, s *Store, tx *sql.Tx, r rollup, sums map[hourKey[T]]hourSums) error {
+	keys := slices.SortedFunc(maps.Keys(sums), func(a, b hourKey[T]) int {
+		return cmp.Or(cmp.Compare(a.userID, b.userID), cmp.Compare(a.hourStart, b.hourStart), cmp.Compare(a.of, b.of))
 	})
 	return eachChunk(len(keys), func(lo, hi int) error {
 		args := make([]any, 0, (hi-lo)*hourlyCols)
 		for _, k := range keys[lo:hi] {
 			v := sums[k]
-			args = append(args, k.userID, k.hourStart, k.tokenID, k.model, v.count, v.prompt, v.completion, v.quota)
+			args = append(args, k.userID, k.hourStart, k.of, v.count, v.prompt, v.completion, v.quota)
 		}
-		if _, err := s.txExec(ctx, tx, s.hourlySQL(hi-lo), args...); err != nil {
-			return fmt.Errorf("update hourly usage: %w", err)
+		if _, err := s.txExec(ctx, tx, s.hourlySQL(r, hi-lo), args...); err != nil {
+			return fmt.Errorf("update hourly usage by %s: %w", r.column, err)
 		}
 		return nil
 	})
 }
 
 // hourlyCols is the number of values per rollup row in hourlySQL.
-const hourlyCols = 8
+const hourlyCols = 7
 
-func (s *Store) hourlySQL(n int) string {
-	return s.q(`INSERT INTO usage_hourly (user_id, hour_start, token_id, model_name, request_count, prompt_tokens, completion_tokens, quota)
-		VALUES ` + rowsList(n, hourlyCols) + ` ON CONFLICT (user_id, hour_start, token_id, model_name) DO UPDATE SET
-			request_count = usage_hourly.request_count + excluded.request_count,
-			prompt_tokens = usage_hourly.prompt_tokens + excluded.prompt_tokens,
-			completion_tokens = usage_hourly.completion_tokens + excluded.completion_tokens,
-			quota = usage_hourly.quota + excluded.quota`)
+func (s *Store) hourlySQL(r rollup, n int) string {
+	t := r.table
+	return s.q(`INSERT INTO ` + t + ` (user_id, hour_start, ` + r.column + `, request_count, prompt_tokens, completion_tokens, quota)
+		VALUES ` + rowsList(n, hourlyCols) + ` ON CONFLICT (user_id, hour_start, ` + r.column + `) DO UPDATE SET
+			request_count = ` + t + `.request_count + excluded.request_count,
+			prompt_tokens = ` + t + `.prompt_tokens + excluded.prompt_tokens,
+			completion_tokens = ` + t + `.completion_tokens + excluded.completion_tokens,
+			quota = ` + t + `.quota + excluded.quota`)
 }
 
 // hourFloor is the start of the UTC hour containing the Unix time t.

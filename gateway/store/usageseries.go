@@ -66,12 +66,16 @@ func (s *Store) UsageSeries(ctx context.Context, q SeriesQuery) ([]SeriesPoint, 
 			ErrInvalidQuery, limit/BucketDay, map[int64]string{BucketHour: "hourly", BucketDay: "daily"}[q.Bucket])
 	}
 	group := map[SeriesSplit]string{SplitNone: "0, ''", SplitKey: "token_id, ''", SplitModel: "0, model_name"}[q.Split]
+	table := rollupByKey.table
+	if q.Split == SplitModel {
+		table = rollupByModel.table
+	}
 	if group == "" {
 		return nil, fmt.Errorf("%w: unknown series split %q", ErrInvalidQuery, q.Split)
 	}
 	sqlText := `SELECT hour_start - hour_start % ` + fmt.Sprint(q.Bucket) + `, ` + group + `,
 			CAST(SUM(request_count) AS BIGINT), CAST(SUM(prompt_tokens + completion_tokens) AS BIGINT), CAST(SUM(quota) AS BIGINT)
-		FROM usage_hourly WHERE user_id = ? AND hour_start >= ? AND hour_start < ?
+		FROM ` + table + ` WHERE user_id = ? AND hour_start >= ? AND hour_start < ?
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
 	var out []SeriesPoint
 	err := s.query(ctx, sqlText, []any{q.UserID, start, end}, func(rows *sql.Rows) error {
