@@ -177,12 +177,12 @@ func endsWithNullUsage(data []byte) bool {
 	if !ok {
 		return false
 	}
-	rest = bytes.TrimRight(rest, " \t\r\n")
+	rest = trimWSRight(rest)
 	if !bytes.HasSuffix(rest, nullUsage) {
 		return false
 	}
 	rest, ok = cutSuffix(rest[:len(rest)-len(nullUsage)], ':')
-	if !ok || !bytes.HasSuffix(bytes.TrimRight(rest, " \t\r\n"), keyUsage) {
+	if !ok || !bytes.HasSuffix(trimWSRight(rest), keyUsage) {
 		return false
 	}
 	return bytes.Count(data, keyUsage) == 1 && !bytes.Contains(data, unicodeEsc)
@@ -191,9 +191,23 @@ func endsWithNullUsage(data []byte) bool {
 // cutSuffix removes trailing whitespace and then the byte c, reporting
 // whether c was there.
 func cutSuffix(b []byte, c byte) ([]byte, bool) {
-	b = bytes.TrimRight(b, " \t\r\n")
+	b = trimWSRight(b)
 	if len(b) == 0 || b[len(b)-1] != c {
 		return b, false
 	}
 	return b[:len(b)-1], true
+}
+
+// trimWSRight removes JSON whitespace from the end of b (skipWS's
+// counterpart; bytes.TrimRight builds its set of bytes on every call).
+func trimWSRight(b []byte) []byte {
+	for len(b) > 0 {
+		switch b[len(b)-1] {
+		case ' ', '\t', '\n', '\r':
+			b = b[:len(b)-1]
+		default:
+			return b
+		}
+	}
+	return b
 }
