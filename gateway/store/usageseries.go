@@ -45,6 +45,17 @@ type SeriesPoint struct {
 	Quota        billing.Quota
 }
 
+// seriesSplits is, for each split, the rollup a series reads and the
+// (key, model) columns it groups by.
+var seriesSplits = map[SeriesSplit]struct {
+	from  rollup
+	group string
+}{
+	SplitNone:  {rollupByKey, "0, ''"},
+	SplitKey:   {rollupByKey, "token_id, ''"},
+	SplitModel: {rollupByModel, "0, model_name"},
+}
+
 // UsageSeries returns a user's usage per bucket, oldest first and then by
 // group, from the hourly rollup; buckets and groups without usage are
 // absent. Because it reads whole hours, a bucket holds every request of its
@@ -65,17 +76,13 @@ func (s *Store) UsageSeries(ctx context.Context, q SeriesQuery) ([]SeriesPoint, 
 		return nil, fmt.Errorf("%w: a series window must be positive and at most %d days of %s buckets",
 			ErrInvalidQuery, limit/BucketDay, map[int64]string{BucketHour: "hourly", BucketDay: "daily"}[q.Bucket])
 	}
-	group := map[SeriesSplit]string{SplitNone: "0, ''", SplitKey: "token_id, ''", SplitModel: "0, model_name"}[q.Split]
-	table := rollupByKey.table
-	if q.Split == SplitModel {
-		table = rollupByModel.table
-	}
-	if group == "" {
+	split, ok := seriesSplits[q.Split]
+	if !ok {
 		return nil, fmt.Errorf("%w: unknown series split %q", ErrInvalidQuery, q.Split)
 	}
-	sqlText := `SELECT hour_start - hour_start % ` + fmt.Sprint(q.Bucket) + `, ` + group + `,
+	sqlText := `SELECT hour_start - hour_start % ` + fmt.Sprint(q.Bucket) + `, ` + split.group + `,
 			CAST(SUM(request_count) AS BIGINT), CAST(SUM(prompt_tokens + completion_tokens) AS BIGINT), CAST(SUM(quota) AS BIGINT)
-		FROM ` + table + ` WHERE user_id = ? AND hour_start >= ? AND hour_start < ?
+		FROM ` + split.from.table + ` WHERE user_id = ? AND hour_start >= ? AND hour_start < ?
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
 	var out []SeriesPoint
 	err := s.query(ctx, sqlText, []any{q.UserID, start, end}, func(rows *sql.Rows) error {
