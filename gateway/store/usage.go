@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -64,12 +65,33 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 	// Prepared outside the transaction; when that fails (database down) the
 	// statements run unprepared, and most likely fail the same way.
 	_ = s.stmts.prepare(ctx, s.db)
+	inserted, err := s.insertUsage(ctx, rows, s.dialect == sqlite)
+	if errors.Is(err, errPresentRequestID) {
+		inserted, err = s.insertUsage(ctx, rows, false)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("insert %d usage rows: %w", len(rows), err)
+	}
+	return inserted, nil
+}
+
+// errPresentRequestID is SQLite refusing an all-new insert (allNew) because
+// a request ID is already in the ledger; the whole transaction was rolled
+// back, and InsertUsage runs it again with the insert that skips such rows.
+var errPresentRequestID = errors.New("a request ID is already in the ledger")
+
+// insertUsage is InsertUsage's transaction. With allNew (SQLite), each chunk
+// is inserted by a statement that fails on a present request ID, rolling
+// back the whole transaction: a replay is rare, and a statement that can
+// only fail whole needs no statement journal, which SQLite otherwise fills
+// with every page the insert touches (about a tenth of its cost).
+func (s *Store) insertUsage(ctx context.Context, rows []UsageRow, allNew bool) (int, error) {
 	inserted := 0
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		added, charged := make([]UsageRow, 0, len(rows)), make([]UsageRow, 0, len(rows))
 		err := eachChunk(len(rows), func(lo, hi int) error {
 			chunk := rows[lo:hi]
-			fresh, err := s.insertUsageChunk(ctx, tx, chunk)
+			fresh, err := s.insertUsageChunk(ctx, tx, chunk, allNew)
 			if err != nil {
 				return err
 			}
@@ -95,10 +117,7 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 		}
 		return s.addHourly(ctx, tx, added)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("insert %d usage rows: %w", len(rows), err)
-	}
-	return inserted, nil
+	return inserted, err
 }
 
 // RecordTaskUsage writes a task's usage row. A settled row replaces the
@@ -125,7 +144,7 @@ func (s *Store) RecordTaskUsage(ctx context.Context, row UsageRow) (bool, error)
 			return fmt.Errorf("settle pre-consumed usage row: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			fresh, err := s.insertUsageChunk(ctx, tx, []UsageRow{row})
+			fresh, err := s.insertUsageChunk(ctx, tx, []UsageRow{row}, false)
 			if err != nil || !fresh.take(row.RequestID) {
 				return err
 			}
@@ -184,10 +203,12 @@ func (s *Store) insertUsageSQL(n int) string {
 		` ON CONFLICT (request_id) DO NOTHING RETURNING request_id`)
 }
 
-// insertNewUsageSQL inserts n rows that are all new, or none: a present
-// request ID fails the statement (SQLite backs out the statement alone).
+// insertNewUsageSQL (SQLite) inserts n rows that are all new, or fails and
+// rolls back the whole transaction: a present request ID (or any other
+// violated constraint) ends it, so SQLite keeps no statement journal to back
+// out the statement alone.
 func (s *Store) insertNewUsageSQL(n int) string {
-	return s.q(`INSERT INTO usage_logs (` + usageInsertCols + `) VALUES ` + rowsList(n, usageColCount))
+	return s.q(`INSERT OR ROLLBACK INTO usage_logs (` + usageInsertCols + `) VALUES ` + rowsList(n, usageColCount))
 }
 
 // freshIDs is what insertUsageChunk inserted: every row (all), or the
@@ -213,27 +234,28 @@ func (f freshIDs) take(id string) bool {
 
 // insertUsageChunk inserts the rows whose request ID is not in the ledger.
 //
-// On SQLite it first inserts the chunk as if every row were new: the usage
-// writer's batches are, except when a journal is replayed, and the plain
-// INSERT costs the writer about 1.5 µs a row less than the one that skips
-// conflicts and returns what it inserted (docs/performance.md, "Stop 28").
-// A present request ID fails that statement and leaves the transaction
-// as it was, and the chunk is inserted again the careful way. PostgreSQL
-// aborts the whole transaction on a failed statement, so it always takes
-// the careful way.
-func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRow) (freshIDs, error) {
+// With allNew (SQLite) it inserts the chunk as if every row were new: the
+// usage writer's batches are, except when a journal is replayed, and the
+// plain INSERT costs the writer about 1.5 µs a row less than the one that
+// skips conflicts and returns what it inserted (docs/performance.md,
+// "Stop 28"). A present request ID fails that statement and the whole
+// transaction (errPresentRequestID), which InsertUsage then runs again the
+// careful way. PostgreSQL always takes the careful way.
+func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRow, allNew bool) (freshIDs, error) {
 	args := make([]any, 0, len(rows)*usageColCount)
 	for _, r := range rows {
 		args = append(args, r.RequestID, r.CreatedAt, r.UserID, r.TokenID, r.TokenName, r.ModelName, r.TaskID,
 			r.PromptTokens, r.CompletionTokens, r.CacheTokens, r.CacheCreationTokens, r.ReportedTotalTokens,
 			r.PromptTokens+r.CompletionTokens, r.BillingPhase, int64(r.Quota), r.Backend)
 	}
-	if s.dialect == sqlite {
+	if allNew {
 		_, err := s.txExec(ctx, tx, s.insertNewUsageSQL(len(rows)), args...)
-		if err == nil {
+		switch {
+		case err == nil:
 			return freshIDs{all: true}, nil
-		}
-		if !isUniqueViolation(err) {
+		case isUniqueViolation(err):
+			return freshIDs{}, errPresentRequestID
+		default:
 			return freshIDs{}, fmt.Errorf("insert usage: %w", err)
 		}
 	}
