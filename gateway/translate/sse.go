@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"sync"
 )
@@ -228,6 +229,23 @@ func (s *SSEReader) makeRoom() {
 		s.w = copy(s.buf, s.buf[s.r:s.w])
 		s.r = 0
 	}
+}
+
+// errReleased is what a released reader returns.
+var errReleased = errors.New("translate: SSE reader released")
+
+// Release gives the reader's pooled buffer back, if it holds one: a stream
+// that ends in a burst ends holding it, and without this every such stream
+// would leave 4 KiB to the collector instead of to the next stream. The
+// Data of the last Event returned is invalid from here on, and Next
+// returns an error.
+func (s *SSEReader) Release() {
+	if s.big != nil {
+		sseBufs.Put(s.big)
+	}
+	s.big, s.buf, s.r, s.w = nil, s.wait[:], 0, 0
+	s.rest, s.hasRest, s.line, s.data = nil, false, nil, nil
+	s.err = errReleased
 }
 
 // splitCR returns line up to its first CR and keeps the rest for the next

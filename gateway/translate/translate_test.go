@@ -92,6 +92,38 @@ func TestSSEReader(t *testing.T) {
 	g.Expect(got).To(Equal([]string{`message_start|{"a":1}`, "|line1\nline2", "custom|nospace", "|len=40000", "|[DONE]"}))
 }
 
+// A reader that ends a stream in the middle of a burst holds the pooled
+// buffer; Release gives it back, and the reader reads nothing more.
+func TestSSEReaderRelease(t *testing.T) {
+	g := NewWithT(t)
+	burst := strings.Repeat("data: {\"x\":1}\n\n", 200) // one read larger than the wait buffer
+	src := &countingReader{r: strings.NewReader(burst + "data: [DONE]\n\n")}
+	rd := NewSSEReader(src)
+	for range 100 { // past the wait buffer's 1 KiB: the rest of the burst is read into the pooled buffer
+		_, err := rd.Next()
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(rd.big).NotTo(BeNil(), "the reader holds the pooled buffer mid-burst")
+
+	rd.Release()
+	g.Expect(rd.big).To(BeNil())
+	reads := src.reads
+	_, err := rd.Next()
+	g.Expect(err).To(MatchError(errReleased))
+	g.Expect(src.reads).To(Equal(reads), "a released reader does not read its source")
+	rd.Release() // twice is harmless
+}
+
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
 func TestEventWire(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(Event{Name: "message_stop", Data: []byte(`{"type":"message_stop"}`)}.String()).

@@ -46,6 +46,24 @@ var Transport = &http.Transport{
 // Client.Timeout, so streams can run as long as they need.
 var Client = &http.Client{Transport: Transport}
 
+// RoundTrip sends a text request through c's transport alone, as a reverse
+// proxy does. A model API answers rather than redirects, and following a
+// redirect would carry the vendor's credential header (x-api-key, api-key,
+// a signature) wherever the Location points: a 3xx is returned as the
+// answer, a non-2xx like any other. It also spares each request the copy of
+// its headers that http.Client keeps for redirects. A client with a
+// timeout, a cookie jar or a redirect policy of its own is used as is.
+func RoundTrip(c *http.Client, req *http.Request) (*http.Response, error) {
+	if c.Timeout != 0 || c.Jar != nil || c.CheckRedirect != nil {
+		return c.Do(req)
+	}
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return rt.RoundTrip(req)
+}
+
 // ClientOr is c, or Client when c is nil: the adapters' constructors take
 // a client for tests and use the shared one otherwise.
 func ClientOr(c *http.Client) *http.Client {

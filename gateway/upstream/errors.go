@@ -90,10 +90,11 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ClientStatus is the HTTP status to show the client: the upstream's own,
 // except that an upstream authentication or permission failure (the
-// gateway's credential, not the client's) becomes 502.
+// gateway's credential, not the client's) and a status below 400 (none, or
+// a redirect) become 502.
 func (e *Error) ClientStatus() int {
-	switch e.Status {
-	case 0, http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired:
+	switch {
+	case e.Status < 400, e.Status == http.StatusUnauthorized, e.Status == http.StatusForbidden, e.Status == http.StatusProxyAuthRequired:
 		return http.StatusBadGateway
 	}
 	return e.Status
@@ -161,8 +162,14 @@ func textError(status int, retryable bool, msg string, err error) *Error {
 	return &Error{Class: c, Status: status, Retryable: retryable, Message: msg, Err: err}
 }
 
-// textStatusError is a text upstream's answer with an error status.
+// textStatusError is a text upstream's answer with an error status. A
+// redirect (RoundTrip follows none) means the backend's URL is wrong: the
+// next backend is tried, and the client sees a 502, never the 3xx.
 func textStatusError(status int, body []byte) *Error {
+	if status < 400 {
+		return &Error{Class: Failover, Status: status, Retryable: true,
+			Message: fmt.Sprintf("the upstream answered %d %s, a redirect the gateway does not follow: check the backend's baseURL", status, http.StatusText(status))}
+	}
 	msg, ok := translate.ErrorMessage(body)
 	if !ok {
 		msg = http.StatusText(status)

@@ -42,6 +42,12 @@ func (f *fakeUpstream) last() recorded {
 	return f.reqs[len(f.reqs)-1]
 }
 
+func (f *fakeUpstream) requests() []recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]recorded(nil), f.reqs...)
+}
+
 func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -380,7 +380,9 @@ func (s *Stream) Complete() bool {
 	return s.tr.Done()
 }
 
-// Close releases the upstream connection.
+// Close releases the upstream connection and the reader's buffer. Call it
+// from the goroutine that calls Next, once no event it returned is in use:
+// the buffer goes back to a pool other streams read into.
 func (s *Stream) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -389,6 +391,7 @@ func (s *Stream) Close() error {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.rd.Release()
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -309,6 +310,35 @@ func TestUpstreamErrors(t *testing.T) {
 				own, _ := translate.FieldString(upstream.ErrorBody(p.proto, tc.clientStatus, "x"), "error", "type")
 				g.Expect(own).To(Equal(relayed), "%s, the gateway's own", p.proto)
 			}
+		})
+	}
+}
+
+// A text upstream that redirects is a misconfigured backend: the redirect
+// is not followed (the vendor key would go wherever Location points), the
+// next backend is tried, and a client would see a 502, not the 3xx.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			g := NewWithT(t)
+			elsewhere := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { writeJSON(w, 200, `{}`) })
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+				http.Redirect(w, r, elsewhere.URL+r.URL.Path, status)
+			})
+			for _, p := range []upstream.TextProvider{openai.New(nil), anthropic.New(nil)} {
+				res, err := upstream.Invoke(context.Background(), p, upstream.Backend{BaseURL: f.URL, APIKey: "sk-vendor-secret"},
+					upstream.Request{Protocol: p.Protocols()[0], Body: []byte(`{"model":"m","messages":[{"role":"user","content":"x"}]}`)})
+				g.Expect(res).To(BeNil())
+				ue, ok := upstream.As(err)
+				g.Expect(ok).To(BeTrue())
+				g.Expect(ue.Status).To(Equal(status))
+				g.Expect(ue.Class).To(Equal(upstream.Failover))
+				g.Expect(upstream.IsRetryable(err)).To(BeTrue(), "the next backend is tried")
+				g.Expect(ue.ClientStatus()).To(Equal(http.StatusBadGateway))
+				g.Expect(ue.Message).To(ContainSubstring("redirect"))
+			}
+			g.Expect(f.requests()).To(HaveLen(2))
+			g.Expect(elsewhere.requests()).To(BeEmpty(), "the redirect's target never sees the request or its key")
 		})
 	}
 }

@@ -56,5 +56,5 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if v := b.Options["anthropic-beta"]; v != "" {
 		req.Header.Add("anthropic-beta", v)
 	}
-	return p.client.Do(req)
+	return upstream.RoundTrip(p.client, req)
 }

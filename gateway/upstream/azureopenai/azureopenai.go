@@ -87,7 +87,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	case strings.TrimSpace(b.APIKey) != "":
 		req.Header.Set("api-key", strings.TrimSpace(b.APIKey))
 	}
-	resp, err := p.client.Do(req)
+	resp, err := upstream.RoundTrip(p.client, req)
 	if err == nil && token != "" && resp.StatusCode == http.StatusUnauthorized {
 		// The token was revoked or expired early: the next call gets a
 		// fresh one rather than the cached one again.

@@ -105,7 +105,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), SigningName, region, p.now().UTC()); err != nil {
 		return nil, &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "signing the bedrock request failed", Err: err}
 	}
-	resp, err := p.client.Do(req)
+	resp, err := upstream.RoundTrip(p.client, req)
 	if err != nil {
 		return nil, err
 	}

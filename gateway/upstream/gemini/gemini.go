@@ -57,7 +57,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if b.APIKey != "" {
 		req.Header.Set("x-goog-api-key", b.APIKey)
 	}
-	resp, err := p.client.Do(req)
+	resp, err := upstream.RoundTrip(p.client, req)
 	if err != nil {
 		return nil, err
 	}

@@ -59,5 +59,5 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	if v := b.Options["project"]; v != "" {
 		req.Header.Set("OpenAI-Project", v)
 	}
-	return p.client.Do(req)
+	return upstream.RoundTrip(p.client, req)
 }

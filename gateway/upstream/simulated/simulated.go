@@ -98,7 +98,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	if err != nil {
 		return nil, err
 	}
-	return p.client.Do(req)
+	return upstream.RoundTrip(p.client, req)
 }
 
 // Transport is an http.RoundTripper that answers POST /v1/messages,

@@ -136,7 +136,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 			req.Header.Add("anthropic-beta", v)
 		}
 	}
-	resp, err := p.client.Do(req)
+	resp, err := upstream.RoundTrip(p.client, req)
 	if err != nil {
 		return nil, err
 	}
