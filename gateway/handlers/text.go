@@ -435,14 +435,27 @@ type relay struct {
 // startRelay sends the stream's status and headers.
 func startRelay(w http.ResponseWriter, s *upstream.Stream) *relay {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
+	for _, kv := range streamHeaders {
+		h[kv.name] = kv.value
+	}
 	w.WriteHeader(http.StatusOK)
 	r := &relay{w: w, rc: http.NewResponseController(w), s: s}
 	s.BeforeWait(r.flush)
 	return r
+}
+
+// streamHeaders are a stream's response headers, assigned rather than Set:
+// the names are canonical already, and each value slice (length and
+// capacity 1, so an Add copies rather than writes into it; nothing writes
+// a header value in place) serves every stream without an allocation.
+var streamHeaders = [...]struct {
+	name  string
+	value []string
+}{
+	{"Content-Type", []string{"text/event-stream"}},
+	{"Cache-Control", []string{"no-cache"}},
+	{"Connection", []string{"keep-alive"}},
+	{"X-Accel-Buffering", []string{"no"}},
 }
 
 // write writes one event unflushed, or keeps it in tail once the stream
