@@ -196,16 +196,14 @@ func keyEqual(quoted []byte, key string) bool {
 }
 
 func skipWS(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
+	for i < len(data) && isWS(data[i]) {
+		i++
 	}
 	return i
 }
+
+// isWS reports JSON whitespace.
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // skipString returns the index just past the string starting at data[i].
 func skipString(data []byte, i int) (int, bool) {

@@ -201,13 +201,8 @@ func cutSuffix(b []byte, c byte) ([]byte, bool) {
 // trimWSRight removes JSON whitespace from the end of b (skipWS's
 // counterpart; bytes.TrimRight builds its set of bytes on every call).
 func trimWSRight(b []byte) []byte {
-	for len(b) > 0 {
-		switch b[len(b)-1] {
-		case ' ', '\t', '\n', '\r':
-			b = b[:len(b)-1]
-		default:
-			return b
-		}
+	for len(b) > 0 && isWS(b[len(b)-1]) {
+		b = b[:len(b)-1]
 	}
 	return b
 }

@@ -167,8 +167,8 @@ func textError(status int, retryable bool, msg string, err error) *Error {
 // next backend is tried, and the client sees a 502, never the 3xx.
 func textStatusError(status int, body []byte) *Error {
 	if status < 400 {
-		return &Error{Class: Failover, Status: status, Retryable: true,
-			Message: fmt.Sprintf("the upstream answered %d %s, a redirect the gateway does not follow: check the backend's baseURL", status, http.StatusText(status))}
+		return textError(status, true, fmt.Sprintf("the upstream answered %d %s, a redirect the gateway does not follow: check the backend's baseURL",
+			status, http.StatusText(status)), nil)
 	}
 	msg, ok := translate.ErrorMessage(body)
 	if !ok {
