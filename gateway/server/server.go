@@ -39,7 +39,15 @@ type Server struct {
 	mux      *http.ServeMux
 	addr     atomic.Value // the bound address, once listening
 	draining atomic.Bool
+	// back takes the connections of detached responses back (nil until
+	// Run listens); detached counts those responses (Detach).
+	back     atomic.Pointer[handback]
+	detached detachedSet
 }
+
+// idleTimeout bounds how long a keep-alive connection waits for its next
+// request.
+func (s *Server) idleTimeout() time.Duration { return 120 * time.Second }
 
 // New returns a Server with health endpoints mounted.
 func New(opts Options) *Server {
@@ -126,13 +134,15 @@ func (s *Server) Run(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		// No WriteTimeout: streams last as long as the model writes. Idle
 		// keep-alive connections are bounded instead.
-		IdleTimeout:    120 * time.Second,
+		IdleTimeout:    s.idleTimeout(),
 		MaxHeaderBytes: 1 << 20,
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		Protocols:      protocols(),
 	}
+	back := newHandback(ln)
+	s.back.Store(back)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(back) }()
 	s.opts.Logger.Info("gateway listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
@@ -140,10 +150,14 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
+	s.detached.drain()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	if err := s.detached.wait(shutdownCtx); err != nil {
+		return fmt.Errorf("graceful shutdown: detached streams: %w", err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
