@@ -52,8 +52,8 @@ func infoOf(ctx context.Context) *requestInfo {
 // traced, refusals of authentication included.
 func instrument(endpoint, operation string, headers []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		w, r := begin(operation, headers, rw, r)
-		defer w.end(endpoint)
+		w, r := begin(endpoint, operation, headers, rw, r)
+		defer w.end()
 		next.ServeHTTP(w, r)
 	})
 }
@@ -63,9 +63,9 @@ func instrument(endpoint, operation string, headers []string, next http.Handler)
 // stream for the stream's life (see Text.serveHTTP).
 //
 //go:noinline
-func begin(operation string, headers []string, rw http.ResponseWriter, r *http.Request) (*observed, *http.Request) {
+func begin(endpoint, operation string, headers []string, rw http.ResponseWriter, r *http.Request) (*observed, *http.Request) {
 	info := &requestInfo{id: newRequestID()}
-	w := &observed{ResponseWriter: rw, start: time.Now(), info: info}
+	w := &observed{ResponseWriter: rw, start: time.Now(), info: info, endpoint: endpoint}
 	for _, h := range headers {
 		w.Header().Set(h, info.id)
 	}
@@ -74,9 +74,16 @@ func begin(operation string, headers []string, rw http.ResponseWriter, r *http.R
 	return w, r.WithContext(context.WithValue(ctx, requestInfoKey{}, info))
 }
 
-// end reports the finished request: its metrics and its span.
-func (o *observed) end(endpoint string) {
-	o.record(endpoint, o.info.model, o.info.backend)
+// end reports the finished request: its metrics and its span; a detached
+// stream's goroutine reports it when the stream ends (Text.detach).
+func (o *observed) end() {
+	if !o.detached {
+		o.report()
+	}
+}
+
+func (o *observed) report() {
+	o.record(o.endpoint, o.info.model, o.info.backend)
 	endRequestSpan(o.info.span, o.status)
 }
 

@@ -22,7 +22,11 @@ type observed struct {
 	status    int
 	firstByte time.Duration
 	// info is the request's (instrument).
-	info *requestInfo
+	info     *requestInfo
+	endpoint string
+	// detached: the response went on past the handler (Text.detach), whose
+	// goroutine reports the request; instrument's end leaves it alone.
+	detached bool
 }
 
 func (o *observed) WriteHeader(code int) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -87,7 +88,42 @@ func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	if o.call == nil {
 		return // answered
 	}
+	if o.res.Stream != nil && t.detach(w, r, p, o) {
+		return
+	}
 	infoOf(o.call.ctx).backend = t.serve(w, p, o)
+}
+
+// detach goes on with an HTTP/1.1 stream on a goroutine of its own, over
+// the connection taken from net/http (Deps.Detach): a waiting stream then
+// holds neither net/http's buffers for its connection nor the stack its
+// admission grew (docs/performance.md, "Stop 33"). False: the stream stays
+// on the handler's goroutine.
+func (t *Text) detach(w http.ResponseWriter, r *http.Request, p *auth.Principal, o opened) bool {
+	obs, ok := w.(*observed)
+	if !ok || t.Detach == nil || r.ProtoMajor != 1 {
+		return false
+	}
+	d, ok := t.Detach(obs.ResponseWriter, r)
+	if !ok {
+		return false
+	}
+	obs.ResponseWriter, obs.detached = d, true
+	o.call.ctx = d.Context()
+	go func() {
+		defer func() {
+			// net/http would have recovered a handler's panic and closed
+			// the connection; a detached stream does the same.
+			if v := recover(); v != nil {
+				log.FromContext(o.call.ctx).Error(fmt.Errorf("%v", v), "panic in a detached stream", "stack", string(debug.Stack()))
+				d.Abort()
+			}
+		}()
+		infoOf(o.call.ctx).backend = t.serve(obs, p, o)
+		obs.report()
+		d.Finish()
+	}()
+	return true
 }
 
 // opened is a request admitted and answered by an upstream.
@@ -305,7 +341,7 @@ func (t *Text) endStream(p *auth.Principal, c *textCall, cand *routing.Candidate
 		t.usageNotRecorded(w, c, true, err)
 		return
 	}
-	_, _ = w.Write(r.tail) // the server flushes it when the handler returns
+	_, _ = w.Write(r.tail) // sent when the handler returns (or the detached stream finishes)
 	if r.complete {
 		t.saveConversation(context.WithoutCancel(c.ctx), p, c.req.Model, c.conv, r.capture.response)
 	}

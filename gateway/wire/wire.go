@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -219,6 +220,12 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		SubmitWait:      o.SubmitWait,
 		BalanceUnit:     o.BalanceUnit,
 		ImageProbe:      imageProbe(blobs, o.NoImageProbe),
+		Detach: func(w http.ResponseWriter, r *http.Request) (handlers.DetachedStream, bool) {
+			if d, ok := srv.Detach(w, r); ok {
+				return d, true
+			}
+			return nil, false
+		},
 	}
 	handlers.Register(srv, deps)
 	if !o.NoConsole {
