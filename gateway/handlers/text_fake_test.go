@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,6 +105,7 @@ type durableFunc func(context.Context) error
 func (f durableFunc) Wait(ctx context.Context) error { return f(ctx) }
 
 type textFixture struct {
+	deps   *Deps
 	leaser *fakeLeaser
 	sink   *fakeSink
 	mux    *http.ServeMux
@@ -133,6 +135,7 @@ func newTextFixture(t *testing.T) *textFixture {
 		UsageLog:  f.sink,
 		Upstreams: upstream.NewRegistry(upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)}),
 	}
+	f.deps = d
 	chat := &Text{d, chatProtocol()}
 	f.mux.Handle("POST /v1/chat/completions", instrument("chat_completions", "chat", textIDHeaders,
 		authenticated(keyTable{"sk-good": testPrincipal()}, false, chat.authFail, chat.serveHTTP)))
@@ -211,4 +214,45 @@ func TestTextUnknownModelAndBadKey(t *testing.T) {
 	g.Expect(bad.Code).To(Equal(http.StatusUnauthorized))
 	g.Expect(bad.Body.String()).To(ContainSubstring(`"invalid_api_key"`))
 	g.Expect(f.leaser.reserved).To(BeEmpty())
+}
+
+// fakeDetached is a response taken off the server's connection
+// (server.Detached): what the stream writes after its handler returned.
+type fakeDetached struct {
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	flushes  int
+	finished chan struct{}
+}
+
+func (d *fakeDetached) Header() http.Header         { return d.header }
+func (d *fakeDetached) WriteHeader(code int)        { d.status = code }
+func (d *fakeDetached) Write(p []byte) (int, error) { return d.body.Write(p) }
+func (d *fakeDetached) FlushError() error           { d.flushes++; return nil }
+func (d *fakeDetached) Context() context.Context    { return context.Background() }
+func (d *fakeDetached) Finish()                     { close(d.finished) }
+func (d *fakeDetached) Abort()                      { panic("aborted") }
+
+// An HTTP/1.1 stream is detached: the handler returns at once, and the
+// stream is written, settled and finished through the detached response.
+func TestTextStreamGoesOnDetached(t *testing.T) {
+	g := NewWithT(t)
+	f := newTextFixture(t)
+	d := &fakeDetached{finished: make(chan struct{})}
+	f.deps.Detach = func(w http.ResponseWriter, r *http.Request) (DetachedStream, bool) {
+		d.header = w.Header() // the middleware's headers go along
+		return d, r.ProtoMajor == 1
+	}
+	rec := f.post(strings.Replace(chatBody, `"max_tokens"`, `"stream":true,"stream_options":{"include_usage":true},"max_tokens"`, 1))
+	g.Eventually(d.finished).Should(BeClosed())
+	g.Expect(rec.Body.Len()).To(BeZero(), "nothing is written through net/http's writer")
+	g.Expect(d.status).To(Equal(http.StatusOK))
+	g.Expect(d.header.Get("Content-Type")).To(Equal("text/event-stream"))
+	g.Expect(d.header.Get("x-request-id")).NotTo(BeEmpty())
+	g.Expect(d.flushes).To(BeNumerically(">", 0))
+	g.Expect(d.body.String()).To(HaveSuffix("data: [DONE]\n\n"))
+	g.Expect(f.sink.rows).To(HaveLen(1))
+	g.Expect(f.sink.rows[0].CompletionTokens).To(BeNumerically(">", 0))
+	g.Expect(f.leaser.settled).To(Equal([]billing.Quota{f.sink.rows[0].Quota}))
 }
