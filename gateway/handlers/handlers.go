@@ -78,8 +78,10 @@ type Deps struct {
 	// nil skips those remote checks.
 	ImageProbe media.ImageProbe
 	// Detach takes an HTTP/1.1 stream's response off the server's
-	// connection (server.Server.Detach); nil keeps every stream on it.
-	Detach func(w http.ResponseWriter, r *http.Request) (DetachedStream, bool)
+	// connection (server.Server.Detach) once the stream has lasted
+	// DetachAfter (0: at its first wait); nil keeps every stream on it.
+	Detach      func(w http.ResponseWriter, r *http.Request) (DetachedStream, bool)
+	DetachAfter time.Duration
 }
 
 // DetachedStream is a response taken off the server's connection

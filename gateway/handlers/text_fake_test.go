@@ -220,39 +220,55 @@ func TestTextUnknownModelAndBadKey(t *testing.T) {
 // (server.Detached): what the stream writes after its handler returned.
 type fakeDetached struct {
 	header   http.Header
-	status   int
 	body     bytes.Buffer
 	flushes  int
 	finished chan struct{}
 }
 
 func (d *fakeDetached) Header() http.Header         { return d.header }
-func (d *fakeDetached) WriteHeader(code int)        { d.status = code }
+func (d *fakeDetached) WriteHeader(int)             {}
 func (d *fakeDetached) Write(p []byte) (int, error) { return d.body.Write(p) }
 func (d *fakeDetached) FlushError() error           { d.flushes++; return nil }
 func (d *fakeDetached) Context() context.Context    { return context.Background() }
 func (d *fakeDetached) Finish()                     { close(d.finished) }
 func (d *fakeDetached) Abort()                      { panic("aborted") }
 
-// An HTTP/1.1 stream is detached: the handler returns at once, and the
-// stream is written, settled and finished through the detached response.
+// An HTTP/1.1 stream is detached at a wait (at its first with DetachAfter
+// 0): the handler returns, and the rest of the stream is written, settled
+// and finished through the detached response.
 func TestTextStreamGoesOnDetached(t *testing.T) {
 	g := NewWithT(t)
 	f := newTextFixture(t)
 	d := &fakeDetached{finished: make(chan struct{})}
 	f.deps.Detach = func(w http.ResponseWriter, r *http.Request) (DetachedStream, bool) {
-		d.header = w.Header() // the middleware's headers go along
+		d.header = w.Header()
 		return d, r.ProtoMajor == 1
 	}
 	rec := f.post(strings.Replace(chatBody, `"max_tokens"`, `"stream":true,"stream_options":{"include_usage":true},"max_tokens"`, 1))
 	g.Eventually(d.finished).Should(BeClosed())
-	g.Expect(rec.Body.Len()).To(BeZero(), "nothing is written through net/http's writer")
-	g.Expect(d.status).To(Equal(http.StatusOK))
-	g.Expect(d.header.Get("Content-Type")).To(Equal("text/event-stream"))
-	g.Expect(d.header.Get("x-request-id")).NotTo(BeEmpty())
+	g.Expect(rec.Code).To(Equal(http.StatusOK))
+	g.Expect(rec.Header().Get("Content-Type")).To(Equal("text/event-stream"))
+	g.Expect(d.body.Len()).To(BeNumerically(">", 0), "the stream went on detached")
 	g.Expect(d.flushes).To(BeNumerically(">", 0))
-	g.Expect(d.body.String()).To(HaveSuffix("data: [DONE]\n\n"))
+	whole := rec.Body.String() + d.body.String()
+	g.Expect(whole).To(HavePrefix("data: {"))
+	g.Expect(whole).To(HaveSuffix("data: [DONE]\n\n"))
 	g.Expect(f.sink.rows).To(HaveLen(1))
 	g.Expect(f.sink.rows[0].CompletionTokens).To(BeNumerically(">", 0))
 	g.Expect(f.leaser.settled).To(Equal([]billing.Quota{f.sink.rows[0].Quota}))
+}
+
+// A stream that ends before DetachAfter stays on net/http: detaching it
+// would cost more than it holds.
+func TestTextShortStreamStays(t *testing.T) {
+	g := NewWithT(t)
+	f := newTextFixture(t)
+	f.deps.DetachAfter = time.Hour
+	f.deps.Detach = func(http.ResponseWriter, *http.Request) (DetachedStream, bool) {
+		t.Error("a short stream was detached")
+		return nil, false
+	}
+	rec := f.post(strings.Replace(chatBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+	g.Expect(rec.Body.String()).To(HaveSuffix("data: [DONE]\n\n"))
+	g.Expect(f.sink.rows).To(HaveLen(1))
 }

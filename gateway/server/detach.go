@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -31,8 +30,6 @@ type Detached struct {
 	s      *Server
 	conn   net.Conn
 	header http.Header
-	status int
-	sent   bool   // the status line and header are on the wire
 	body   []byte // written, not sent yet
 	err    error  // the first write error: the client is gone
 	// prefix: bytes of the client's next request that net/http had read
@@ -47,12 +44,14 @@ type Detached struct {
 const maxUnsent = 32 << 10
 
 // Detach takes a response off the server's connection goroutine (see
-// Detached). Call it before anything of the response is written and only
-// once the request's body has been read to its end; the handler must then
-// return, and the caller writes the response through the Detached and calls
-// Finish. ok is false, and w untouched, when the response cannot be
-// detached: HTTP/2 (its streams share a connection), a request that asked
-// to close the connection, a server that is not serving or is draining.
+// Detached). Call it once net/http has sent the response's status and
+// header and begun its chunked body (an HTTP/1.1 response without
+// Content-Length, flushed), and only once the request's body has been read
+// to its end; the handler must then return, and the caller goes on writing
+// the body through the Detached and calls Finish. ok is false, and w
+// untouched, when the response cannot be detached: HTTP/2 (its streams
+// share a connection), a request that asked to close the connection, a
+// server that is not serving or is draining.
 func (s *Server) Detach(w http.ResponseWriter, r *http.Request) (d *Detached, ok bool) {
 	if r.ProtoMajor != 1 || r.ProtoMinor < 1 || r.Close || s.back.Load() == nil {
 		return nil, false
@@ -81,15 +80,12 @@ func (s *Server) Detach(w http.ResponseWriter, r *http.Request) (d *Detached, ok
 // the client is gone.
 func (d *Detached) Context() context.Context { return d.ctx }
 
-// Header is the response's header, as the handler had set it.
+// Header is the response's header: already sent, as after net/http's
+// WriteHeader changing it changes nothing.
 func (d *Detached) Header() http.Header { return d.header }
 
-// WriteHeader sets the status; it is sent with the first chunk.
-func (d *Detached) WriteHeader(code int) {
-	if d.status == 0 && !d.sent {
-		d.status = code
-	}
-}
+// WriteHeader does nothing: the status is sent.
+func (d *Detached) WriteHeader(int) {}
 
 // Write keeps p for the next chunk (Flush sends it).
 func (d *Detached) Write(p []byte) (int, error) {
@@ -105,25 +101,34 @@ func (d *Detached) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// FlushError sends what was written as one chunk (with the status line and
-// header, the first time); http.ResponseController.Flush calls it.
+// FlushError sends what was written as one chunk;
+// http.ResponseController.Flush calls it.
 func (d *Detached) FlushError() error { return d.send(false) }
 
-// Finish ends the body and hands the connection back to the server, after
-// waiting for the client's next request; or closes it when it cannot carry
-// one (a write failed, the server is draining). It may block for the
-// server's idle timeout; the Detached is unusable afterwards.
+// Finish ends the body. The connection then waits for the client's next
+// request, on a goroutine of its own that holds nothing of the stream, and
+// goes back to the server; or it is closed when it cannot carry one (a
+// write failed, the server is draining, the idle timeout passed). The
+// Detached is unusable afterwards.
 func (d *Detached) Finish() {
+	d.cancel()
+	if d.send(true) != nil {
+		d.Abort()
+		return
+	}
+	d.body, d.header = nil, nil
+	go d.handBack()
+}
+
+// handBack gives the connection back to the server once its next request
+// comes (see Finish).
+func (d *Detached) handBack() {
 	defer d.s.detached.done()
-	defer d.cancel()
-	if d.send(true) != nil || !d.awaitNext() {
+	if !d.awaitNext() {
 		_ = d.conn.Close()
 		return
 	}
-	conn := d.conn
-	if len(d.prefix) > 0 {
-		conn = &prefixed{Conn: d.conn, prefix: d.prefix}
-	}
+	conn := withPrefix(d.conn, d.prefix)
 	if back := d.s.back.Load(); back == nil || !back.giveBack(conn) {
 		_ = d.conn.Close()
 	}
@@ -137,8 +142,8 @@ func (d *Detached) Abort() {
 	_ = d.conn.Close()
 }
 
-// awaitNext waits for the first byte of the client's next request, within
-// the idle timeout; false when none came or the server is draining.
+// awaitNext waits for the client's next request, within the idle timeout;
+// false when none came or the server is draining.
 func (d *Detached) awaitNext() bool {
 	if len(d.prefix) > 0 {
 		return !d.s.draining.Load()
@@ -146,30 +151,51 @@ func (d *Detached) awaitNext() bool {
 	if d.conn.SetReadDeadline(time.Now().Add(d.s.idleTimeout())) != nil || !d.s.detached.idle(d, true) {
 		return false
 	}
-	var first [1]byte
-	n, err := d.conn.Read(first[:])
-	if !d.s.detached.idle(d, false) || n == 0 || err != nil || d.conn.SetReadDeadline(time.Time{}) != nil {
+	first, ok := awaitReadable(d.conn)
+	if !d.s.detached.idle(d, false) || !ok || d.conn.SetReadDeadline(time.Time{}) != nil {
 		return false
 	}
-	d.prefix = append(d.prefix, first[0])
+	d.prefix = first
 	return true
 }
 
-// send writes the unsent body as one chunk, preceded by the status line and
-// header the first time and followed by the last chunk when last.
+// awaitReadable waits until conn has bytes to read (or its read deadline
+// passes). It leaves them in the socket where it can peek (unix); else it
+// reads one byte, returned as first, which the server must be given first.
+func awaitReadable(conn net.Conn) (first []byte, ok bool) {
+	if ok, handled := peekReadable(conn); handled {
+		return nil, ok
+	}
+	var b [1]byte
+	n, err := conn.Read(b[:])
+	return b[:n], n == 1 && err == nil
+}
+
+// withPrefix is conn with prefix to be read first. A connection that a
+// detached response had before is reused, not wrapped again, so that a
+// connection carrying many streams does not read through a chain.
+func withPrefix(conn net.Conn, prefix []byte) net.Conn {
+	if len(prefix) == 0 {
+		return conn
+	}
+	if p, ok := conn.(*prefixed); ok {
+		p.prefix = append(prefix, p.prefix...) // what net/http had read ahead comes first
+		return p
+	}
+	return &prefixed{Conn: conn, prefix: prefix}
+}
+
+// send writes the unsent body as one chunk, followed by the last chunk
+// when last.
 func (d *Detached) send(last bool) error {
 	if d.err != nil {
 		return d.err
 	}
-	if d.sent && len(d.body) == 0 && !last {
+	if len(d.body) == 0 && !last {
 		return nil
 	}
 	out := outBuffers.Get().(*[]byte)
 	b := (*out)[:0]
-	if !d.sent {
-		b = d.appendHead(b)
-		d.sent = true
-	}
 	if len(d.body) > 0 {
 		b = strconv.AppendInt(b, int64(len(d.body)), 16)
 		b = append(b, "\r\n"...)
@@ -195,58 +221,6 @@ func (d *Detached) send(last bool) error {
 // outBuffers hold a chunk while it is written, so that a waiting stream
 // keeps no write buffer.
 var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-// appendHead is the status line and header of a chunked response. Names
-// and values are written as net/http writes them: invalid names are
-// dropped, line breaks in values become spaces, and the framing headers
-// are the server's.
-func (d *Detached) appendHead(b []byte) []byte {
-	if d.status == 0 {
-		d.status = http.StatusOK
-	}
-	b = append(b, "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(d.status), 10)
-	b = append(b, ' ')
-	b = append(b, http.StatusText(d.status)...)
-	b = append(b, "\r\n"...)
-	if _, ok := d.header["Date"]; !ok {
-		b = append(b, "Date: "...)
-		b = time.Now().UTC().AppendFormat(b, http.TimeFormat)
-		b = append(b, "\r\n"...)
-	}
-	names := make([]string, 0, len(d.header))
-	for name := range d.header {
-		if validName(name) && name != "Content-Length" && name != "Transfer-Encoding" {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		for _, v := range d.header[name] {
-			b = append(b, name...)
-			b = append(b, ": "...)
-			b = append(b, valueReplacer.Replace(strings.TrimSpace(v))...)
-			b = append(b, "\r\n"...)
-		}
-	}
-	return append(b, "Transfer-Encoding: chunked\r\n\r\n"...)
-}
-
-var valueReplacer = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ")
-
-// validName is RFC 9110's token: what a header field name may hold.
-func validName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
 
 // prefixed is a connection with bytes already read from it in front.
 type prefixed struct {

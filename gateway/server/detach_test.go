@@ -29,24 +29,32 @@ func startWith(t *testing.T, opts Options, mount func(*Server)) (*Server, contex
 	return s, cancel, done
 }
 
-// streamer detaches POST /stream and writes events on a goroutine of its
-// own, each flushed, the second only after gate yields; the request ID
-// header is set before detaching, as the gateway's middleware does.
+// startStream sends a stream's status, header and first event through
+// net/http, as the gateway's handler does before it detaches.
+func startStream(w http.ResponseWriter, first string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Request-Id", "req-1")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, first)
+	_ = http.NewResponseController(w).Flush()
+}
+
+// streamer serves POST /stream: its first event through net/http, then,
+// detached, two more on a goroutine of its own, each flushed, the last
+// only after gate yields.
 func streamer(t *testing.T, gate <-chan struct{}) func(*Server) {
 	return func(s *Server) {
 		s.Handle("POST /stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.ReadAll(r.Body)
-			w.Header().Set("X-Request-Id", "req-1")
+			startStream(w, "data: 0\n\n")
 			d, ok := s.Detach(w, r)
 			if !ok {
-				http.Error(w, "not detached", http.StatusTeapot)
+				_, _ = io.WriteString(w, "not detached")
 				return
 			}
 			go func() {
-				d.Header().Set("Content-Type", "text/event-stream")
-				d.WriteHeader(http.StatusOK)
-				for i := range 3 {
-					if i == 1 && gate != nil {
+				for i := 1; i < 3; i++ {
+					if i == 2 && gate != nil {
 						<-gate
 					}
 					_, _ = fmt.Fprintf(d, "data: %d\n\n", i)
@@ -89,9 +97,13 @@ func TestDetachedStreamKeepsItsConnection(t *testing.T) {
 	g.Expect(resp.Header.Get("X-Request-Id")).To(Equal("req-1"))
 	g.Expect(resp.Header.Get("Date")).NotTo(BeEmpty())
 	br := bufio.NewReader(resp.Body)
-	first, err := br.ReadString('\n')
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(first).To(Equal("data: 0\n")) // flushed while the stream still waits at the gate
+	first := ""
+	for !strings.HasSuffix(first, "data: 1\n\n") { // the detached flush arrives before the gate opens
+		line, err := br.ReadString('\n')
+		g.Expect(err).NotTo(HaveOccurred())
+		first += line
+	}
+	g.Expect(first).To(Equal("data: 0\n\ndata: 1\n\n"))
 	close(gate)
 	rest, err := io.ReadAll(br)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -147,9 +159,10 @@ func TestShutdownWaitsForDetachedStreams(t *testing.T) {
 	s, cancel, done := startWith(t, Options{ShutdownGrace: 10 * time.Second}, func(s *Server) {
 		streamer(t, gate)(s)
 		s.Handle("POST /quick", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			startStream(w, "")
 			d, ok := s.Detach(w, r)
 			if !ok {
-				http.Error(w, "not detached", http.StatusTeapot)
+				_, _ = io.WriteString(w, "not detached")
 				return
 			}
 			go func() { _, _ = io.WriteString(d, "quick"); d.Finish() }()
@@ -167,12 +180,19 @@ func TestShutdownWaitsForDetachedStreams(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	g.Expect(string(b)).To(Equal("quick"))
 
-	// The stream's header comes with its first event, before the gate.
+	// The stream is detached once its second event (before the gate) is in.
 	stream, err := http.Post("http://"+s.Addr()+"/stream", "application/json", strings.NewReader("{}"))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer stream.Body.Close()
+	sr := bufio.NewReader(stream.Body)
+	got := ""
+	for !strings.HasSuffix(got, "data: 1\n\n") {
+		line, err := sr.ReadString('\n')
+		g.Expect(err).NotTo(HaveOccurred())
+		got += line
+	}
 	result := make(chan string, 1)
-	go func() { b, _ := io.ReadAll(stream.Body); result <- string(b) }()
+	go func() { b, _ := io.ReadAll(sr); result <- got + string(b) }()
 
 	cancel()
 	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -190,9 +210,10 @@ func TestDetachedStreamNoticesClientGone(t *testing.T) {
 	gone := make(chan error, 1) // the context's error once a flush failed
 	s, _, _ := startWith(t, Options{}, func(s *Server) {
 		s.Handle("POST /forever", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			startStream(w, "")
 			d, ok := s.Detach(w, r)
 			if !ok {
-				http.Error(w, "not detached", http.StatusTeapot)
+				_, _ = io.WriteString(w, "not detached")
 				return
 			}
 			go func() {

@@ -238,6 +238,7 @@ type Stream struct {
 	first      translate.Event
 	hasFirst   bool
 	beforeWait func() error
+	yielded    bool
 	pending    []Event
 	pos        int
 	err        error
@@ -303,6 +304,10 @@ func (s *Stream) Next() (Event, error) {
 		if s.hasFirst {
 			ev, s.hasFirst = s.first, false
 		} else if s.beforeWait != nil && !s.rd.Ready() && s.waitFailed() {
+			if s.yielded {
+				s.yielded = false
+				return Event{}, ErrYield
+			}
 			continue
 		} else {
 			ev, err = s.rd.Next()
@@ -317,14 +322,24 @@ func (s *Stream) Next() (Event, error) {
 	return s.pending[s.pos-1], nil
 }
 
-// waitFailed calls beforeWait; an error from it ends the stream as it is.
+// waitFailed calls beforeWait; an error from it ends the stream as it is,
+// except ErrYield, which Next returns before waiting.
 func (s *Stream) waitFailed() bool {
-	if err := s.beforeWait(); err != nil {
+	switch err := s.beforeWait(); {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrYield):
+		s.yielded = true
+	default:
 		s.err, s.ended = err, true
-		return true
 	}
-	return false
+	return true
 }
+
+// ErrYield, returned by a BeforeWait function, makes Next return it
+// before waiting for the upstream, the stream left as it is: the next call
+// goes on (and calls the function again before it waits).
+var ErrYield = errors.New("upstream: the stream yields before waiting")
 
 // end closes the translation when the upstream stream ended with err and
 // queues its last events.
@@ -360,7 +375,8 @@ func (s *Stream) translate(ev translate.Event) {
 // upstream (when no complete upstream event is buffered). A proxy that writes
 // events without flushing each one flushes there, so events reach the client
 // as soon as no further event is at hand, in as few writes as possible. An
-// error from f ends the stream: Next returns it (and keeps returning it).
+// error from f ends the stream: Next returns it (and keeps returning it);
+// ErrYield does not (see there).
 func (s *Stream) BeforeWait(f func() error) { s.beforeWait = f }
 
 // Usage is the usage so far; after Next returned an error it is final. When

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/usagelog"
+	"github.com/modelgate/modelgate/gateway/wire"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -41,7 +42,7 @@ func StartStack(o StackOptions) (*Stack, error) {
 		sync = controllers.DefaultBalanceSyncPeriod
 	}
 	fs, err := framework.StartStack(framework.StackOptions{DSN: o.DSN, Dir: o.Dir, SyncPeriod: sync, ManagerQPS: 1000,
-		UsageDurability: o.UsageDurability})
+		UsageDurability: o.UsageDurability, DetachStreamsAfter: wire.DefaultDetachStreamsAfter}) // as modelgate serves
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,11 @@ type OpenStreams struct {
 	// Abandon ends the streams after the measurement by hanging up instead
 	// of reading them to their end (a slow upstream's streams last long).
 	Abandon bool
+	// Settle is how long every stream stays open before the peak is
+	// measured: what a stream holds once it has run a while (the gateway
+	// moves an HTTP/1.1 stream that has lasted a second off net/http's
+	// connection at its next wait).
+	Settle time.Duration
 	// Snapshot, when set, runs after each measurement: "before" the first
 	// stream and at the "peak" with every stream open (heap profiles whose
 	// difference is what the streams hold).
@@ -136,6 +141,7 @@ func (o OpenStreams) Run(ctx context.Context) OpenResult {
 	}
 	res.OpenTime = time.Since(begin)
 	res.Opened = int(opened.Load())
+	time.Sleep(o.Settle)
 	after, st1, g1 := inUse()
 	res.Held, res.Stacks, res.Goroutines = after-min(before, after), st1-min(st0, st1), g1-g0
 	if o.Snapshot != nil {

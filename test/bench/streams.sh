@@ -13,9 +13,13 @@
 #                                        vendors' APIs are (both proxies negotiate it)
 #   CLIENT_H2C=1 make bench-streams      the clients speak HTTP/2 without TLS (prior knowledge),
 #                                        as an h2c-capable ingress in front of the gateway does
+#   SETTLE=0 make bench-streams          measure as soon as the last stream is open (default 5s:
+#                                        every stream has run past a chunk since it opened; the
+#                                        gateway moves an HTTP/1.1 stream older than a second off
+#                                        net/http's connection at its next wait)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-N=${N:-10000} CHUNK_DELAY=${CHUNK_DELAY:-3s}
+N=${N:-10000} CHUNK_DELAY=${CHUNK_DELAY:-3s} SETTLE=${SETTLE:-5s}
 UP_ADDR=${UP_ADDR:-127.0.0.1:18191} PX_ADDR=${PX_ADDR:-127.0.0.1:18192} GW_ADDR=${GW_ADDR:-127.0.0.1:18190}
 PX_PPROF=127.0.0.1:18193 GW_PPROF=127.0.0.1:18194
 
@@ -43,12 +47,12 @@ start_dev "$up_url" "$GW_ADDR" -pprof-bind-address "$GW_PPROF"
 
 client_flags=() client_is="HTTP/1.1"
 [ -n "${CLIENT_H2C:-}" ] && client_flags=(-h2c) client_is="HTTP/2 without TLS"
-echo "$N slow streams (a chunk every $CHUNK_DELAY) held open at once, clients $client_is, upstream $upstream_is, each target in its own process, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$N slow streams (a chunk every $CHUNK_DELAY) held open at once, measured $SETTLE after the last opened, clients $client_is, upstream $upstream_is, each target in its own process, $(date -u '+%F %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| target | streams open | live memory per stream (heap and stacks after a GC) | resident per stream | resident before → at peak | errors |"
 echo "|---|---:|---:|---:|---:|---|"
-"$work/openstreams" -name "bare ReverseProxy" -url "http://$PX_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$PX_PPROF" -pid "$px_pid" "${client_flags[@]}" ${PROFILES:+-profiles "$PROFILES"}
+"$work/openstreams" -name "bare ReverseProxy" -url "http://$PX_ADDR/v1/chat/completions" -key "$key" -n "$N" -settle "$SETTLE" -pprof "http://$PX_PPROF" -pid "$px_pid" "${client_flags[@]}" ${PROFILES:+-profiles "$PROFILES"}
 sleep 2 # the proxy hangs up its upstream streams at once
-"$work/openstreams" -name "modelgate" -url "http://$GW_ADDR/v1/chat/completions" -key "$key" -n "$N" -pprof "http://$GW_PPROF" -pid "$gw_pid" "${client_flags[@]}" ${PROFILES:+-profiles "$PROFILES"}
+"$work/openstreams" -name "modelgate" -url "http://$GW_ADDR/v1/chat/completions" -key "$key" -n "$N" -settle "$SETTLE" -pprof "http://$GW_PPROF" -pid "$gw_pid" "${client_flags[@]}" ${PROFILES:+-profiles "$PROFILES"}
 echo
 echo "Live: the process's Go heap in use plus goroutine stacks, after a forced collection, at the peak minus before the first stream. Resident: VmRSS, which also holds the collector's headroom (GOGC) and memory not yet returned to the system."

@@ -59,6 +59,10 @@ type StackOptions struct {
 	WrapUsageSink func(handlers.UsageSink) handlers.UsageSink
 	// UsageDurability of the gateway's usage writer (default: disk).
 	UsageDurability usagelog.Durability
+	// DetachStreamsAfter (see wire.Options); 0: every HTTP/1.1 stream
+	// leaves net/http at its first wait, so the suites run their streams
+	// through the detached path.
+	DetachStreamsAfter time.Duration
 }
 
 // StartStack starts the control plane, opens the ledger and runs the
@@ -99,7 +103,10 @@ func (s *Stack) start(o StackOptions) error {
 		// A loaded test machine can take longer than the default for the
 		// controller's first submission; the wait ends at its outcome, so a
 		// longer bound only makes a synchronous refusal's 422 deterministic.
-		SubmitWait: 15 * time.Second}
+		SubmitWait: 15 * time.Second, DetachStreamsAfter: o.DetachStreamsAfter}
+	if gwOpts.DetachStreamsAfter == 0 {
+		gwOpts.DetachStreamsAfter = -1
+	}
 	if gwOpts.DataDir == "" {
 		gwOpts.DataDir = os.TempDir()
 	}

@@ -31,6 +31,7 @@ func main() {
 		model  = flag.String("model", "bench-chat", "model")
 		n      = flag.Int("n", 10000, "streams to hold open at once")
 		ramp   = flag.Int("ramp", 256, "streams being opened at a time")
+		settle = flag.Duration("settle", 0, "with every stream open, wait this long before the peak measurement")
 		pprof  = flag.String("pprof", "", "the target's pprof base URL (http://host:port), for its live memory")
 		pid    = flag.Int("pid", 0, "the target's process ID, for its resident memory")
 		h2c    = flag.Bool("h2c", false, "speak HTTP/2 without TLS (prior knowledge), many streams a connection")
@@ -77,7 +78,7 @@ func main() {
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
 	client := &http.Client{Transport: tr}
-	r := bench.OpenStreams{N: *n, Ramp: *ramp, Client: client, NewRequest: newReq, Abandon: true, Snapshot: snapshot}.Run(context.Background())
+	r := bench.OpenStreams{N: *n, Ramp: *ramp, Client: client, NewRequest: newReq, Abandon: true, Settle: *settle, Snapshot: snapshot}.Run(context.Background())
 	if r.Opened == 0 {
 		log.Fatalf("%s: no stream opened: %v", *target, r.Errors)
 	}
