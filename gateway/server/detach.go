@@ -67,7 +67,7 @@ func (s *Server) Detach(w http.ResponseWriter, r *http.Request) (d *Detached, ok
 	}
 	d = &Detached{s: s, conn: conn, header: header}
 	if n := rw.Reader.Buffered(); n > 0 {
-		ahead, _ := rw.Reader.Peek(n)
+		ahead, _ := rw.Peek(n)
 		d.prefix = slices.Clone(ahead)
 	}
 	// The stream outlives the request: net/http cancels the request's

@@ -39,32 +39,38 @@ func startStream(w http.ResponseWriter, first string) {
 	_ = http.NewResponseController(w).Flush()
 }
 
+// mountDetached serves pattern with a stream that sends first through
+// net/http, then detaches and hands the rest to rest on a goroutine of its
+// own, as the gateway's handler does.
+func mountDetached(s *Server, pattern, first string, rest func(d *Detached)) {
+	s.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		startStream(w, first)
+		d, ok := s.Detach(w, r)
+		if !ok {
+			_, _ = io.WriteString(w, "not detached")
+			return
+		}
+		go rest(d)
+	}))
+}
+
 // streamer serves POST /stream: its first event through net/http, then,
-// detached, two more on a goroutine of its own, each flushed, the last
-// only after gate yields.
+// detached, two more, each flushed, the last only after gate yields.
 func streamer(t *testing.T, gate <-chan struct{}) func(*Server) {
 	return func(s *Server) {
-		s.Handle("POST /stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.ReadAll(r.Body)
-			startStream(w, "data: 0\n\n")
-			d, ok := s.Detach(w, r)
-			if !ok {
-				_, _ = io.WriteString(w, "not detached")
-				return
-			}
-			go func() {
-				for i := 1; i < 3; i++ {
-					if i == 2 && gate != nil {
-						<-gate
-					}
-					_, _ = fmt.Fprintf(d, "data: %d\n\n", i)
-					if err := d.FlushError(); err != nil {
-						t.Errorf("flush: %v", err)
-					}
+		mountDetached(s, "POST /stream", "data: 0\n\n", func(d *Detached) {
+			for i := 1; i < 3; i++ {
+				if i == 2 && gate != nil {
+					<-gate
 				}
-				d.Finish()
-			}()
-		}))
+				_, _ = fmt.Fprintf(d, "data: %d\n\n", i)
+				if err := d.FlushError(); err != nil {
+					t.Errorf("flush: %v", err)
+				}
+			}
+			d.Finish()
+		})
 	}
 }
 
@@ -158,15 +164,7 @@ func TestShutdownWaitsForDetachedStreams(t *testing.T) {
 	gate := make(chan struct{})
 	s, cancel, done := startWith(t, Options{ShutdownGrace: 10 * time.Second}, func(s *Server) {
 		streamer(t, gate)(s)
-		s.Handle("POST /quick", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			startStream(w, "")
-			d, ok := s.Detach(w, r)
-			if !ok {
-				_, _ = io.WriteString(w, "not detached")
-				return
-			}
-			go func() { _, _ = io.WriteString(d, "quick"); d.Finish() }()
-		}))
+		mountDetached(s, "POST /quick", "", func(d *Detached) { _, _ = io.WriteString(d, "quick"); d.Finish() })
 	})
 
 	idle, err := net.Dial("tcp", s.Addr())
@@ -209,25 +207,17 @@ func TestDetachedStreamNoticesClientGone(t *testing.T) {
 	g := NewWithT(t)
 	gone := make(chan error, 1) // the context's error once a flush failed
 	s, _, _ := startWith(t, Options{}, func(s *Server) {
-		s.Handle("POST /forever", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			startStream(w, "")
-			d, ok := s.Detach(w, r)
-			if !ok {
-				_, _ = io.WriteString(w, "not detached")
-				return
-			}
-			go func() {
-				defer d.Finish()
-				for {
-					_, _ = io.WriteString(d, "data: tick\n\n")
-					if d.FlushError() != nil {
-						gone <- d.Context().Err()
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
+		mountDetached(s, "POST /forever", "", func(d *Detached) {
+			defer d.Finish()
+			for {
+				_, _ = io.WriteString(d, "data: tick\n\n")
+				if d.FlushError() != nil {
+					gone <- d.Context().Err()
+					return
 				}
-			}()
-		}))
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	})
 	conn, err := net.Dial("tcp", s.Addr())
 	g.Expect(err).NotTo(HaveOccurred())

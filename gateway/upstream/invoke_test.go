@@ -525,4 +525,36 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 	_, err = drain(t, res2.Stream)
 	g.Expect(err).To(Equal(gone))
 	g.Expect(res2.Stream.Complete()).To(BeFalse())
+
+	// ErrYield returns before the wait and leaves the stream as it is: the
+	// next call goes on, and nothing is lost.
+	res3, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
+		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer res3.Close()
+	yields := 0
+	res3.Stream.BeforeWait(func() error {
+		if yields == 0 {
+			yields++
+			return upstream.ErrYield
+		}
+		return nil
+	})
+	got, yieldedAt := 0, -1
+	for {
+		_, err := res3.Stream.Next()
+		if errors.Is(err, upstream.ErrYield) {
+			yieldedAt = got
+			continue
+		}
+		if err != nil {
+			g.Expect(err).To(Equal(io.EOF))
+			break
+		}
+		got++
+	}
+	g.Expect(yieldedAt).To(BeNumerically(">=", 3), "yielded at a wait, never inside a buffered burst")
+	g.Expect(got).To(Equal(len(openAIChatStream) - 1))
+	g.Expect(res3.Stream.Complete()).To(BeTrue())
+	g.Expect(res3.Stream.Usage().OutputTokens).To(BeNumerically(">", 0))
 }
