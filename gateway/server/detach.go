@@ -146,9 +146,9 @@ func (d *Detached) Abort() {
 // false when none came or the server is draining.
 func (d *Detached) awaitNext() bool {
 	if len(d.prefix) > 0 {
-		return !d.s.draining.Load()
+		return d.s.detached.accepting()
 	}
-	if d.conn.SetReadDeadline(time.Now().Add(d.s.idleTimeout())) != nil || !d.s.detached.idle(d, true) {
+	if d.conn.SetReadDeadline(time.Now().Add(idleTimeout)) != nil || !d.s.detached.idle(d, true) {
 		return false
 	}
 	first, ok := awaitReadable(d.conn)
@@ -267,6 +267,13 @@ func (s *detachedSet) add() bool {
 }
 
 func (s *detachedSet) done() { s.open.Done() }
+
+// accepting is false once draining: a finished stream's connection closes.
+func (s *detachedSet) accepting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.draining
+}
 
 // idle marks d idle or busy; false when draining (d then closes).
 func (s *detachedSet) idle(d *Detached, idle bool) bool {

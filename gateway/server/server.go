@@ -46,8 +46,8 @@ type Server struct {
 }
 
 // idleTimeout bounds how long a keep-alive connection waits for its next
-// request.
-func (s *Server) idleTimeout() time.Duration { return 120 * time.Second }
+// request, on net/http or detached (Detached.Finish).
+const idleTimeout = 120 * time.Second
 
 // New returns a Server with health endpoints mounted.
 func New(opts Options) *Server {
@@ -134,7 +134,7 @@ func (s *Server) Run(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		// No WriteTimeout: streams last as long as the model writes. Idle
 		// keep-alive connections are bounded instead.
-		IdleTimeout:    s.idleTimeout(),
+		IdleTimeout:    idleTimeout,
 		MaxHeaderBytes: 1 << 20,
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		Protocols:      protocols(),
