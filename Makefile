@@ -69,7 +69,7 @@ FUZZ_TARGETS := \
 	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
 	./gateway/translate:FuzzChatUsageMatchesDecoder ./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSEReaderMatchesSpec ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel ./gateway/translate:FuzzModelShortcut ./gateway/translate:FuzzNullUsageShortcut \
 	./gateway/handlers:FuzzParseText ./gateway/handlers:FuzzFieldsMatchDecoder ./gateway/upstream:FuzzStreamFromBody \
-	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/media:FuzzValidate
+	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/upstream/h1:FuzzChunkedMatchesNetHTTP ./gateway/media:FuzzValidate
 FUZZTIME ?= 3s
 
 .PHONY: fuzz

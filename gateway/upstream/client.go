@@ -12,17 +12,19 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/upstream/h1"
 )
 
-// Transport is the shared upstream transport of every adapter: many idle
-// connections per host (the text hot path reuses them), HTTP/2 when the
-// upstream offers it, bounded dial and TLS times.
+// dialer opens upstream connections: bounded dial time, TCP keep-alive.
+var dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+
+// Transport is the shared upstream transport of every adapter for HTTPS
+// (and what plainHTTP leaves to it): many idle connections per host (the
+// text hot path reuses them), HTTP/2 when the upstream offers it, bounded
+// dial and TLS times.
 var Transport = &http.Transport{
-	Proxy: http.ProxyFromEnvironment,
-	DialContext: (&net.Dialer{
-		Timeout:   10 * time.Second,
-		KeepAlive: 30 * time.Second,
-	}).DialContext,
+	Proxy:                 http.ProxyFromEnvironment,
+	DialContext:           dialer.DialContext,
 	ForceAttemptHTTP2:     true,
 	MaxIdleConns:          4096,
 	MaxIdleConnsPerHost:   1024,
@@ -41,10 +43,23 @@ var Transport = &http.Transport{
 	WriteBufferSize: 1 << 10,
 }
 
+// plainHTTP serves plain-HTTP upstreams (a model server on the cluster's
+// network) without a goroutine or buffer per connection, which an open
+// stream through Transport would hold for its whole life (package h1,
+// docs/performance.md "Stop 34"); HTTPS and what else it does not serve go
+// to Transport.
+var plainHTTP = &h1.Transport{
+	Next:           Transport,
+	DialContext:    dialer.DialContext,
+	Proxy:          http.ProxyFromEnvironment,
+	MaxIdlePerHost: Transport.MaxIdleConnsPerHost,
+	IdleTimeout:    Transport.IdleConnTimeout,
+}
+
 // Client is the shared upstream HTTP client (platform-configured base
 // URLs). Time limits come from the request's context (see Invoke), not from
 // Client.Timeout, so streams can run as long as they need.
-var Client = &http.Client{Transport: Transport}
+var Client = &http.Client{Transport: plainHTTP}
 
 // RoundTrip sends a text request through c's transport alone, as a reverse
 // proxy does. A model API answers rather than redirects, and following a
