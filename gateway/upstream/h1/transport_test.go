@@ -324,3 +324,28 @@ func TestRefusesInvalidFields(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("invalid header field value")))
 	g.Expect(srv.conns.Load()).To(BeZero())
 }
+
+// An idle connection the server closed a while ago is found closed before
+// it is reused: the request goes on a new connection without needing to
+// be sent again (this body could not be).
+func TestIdleConnectionCheckedBeforeReuse(t *testing.T) {
+	g := NewWithT(t)
+	srv := startRaw(t, func(int) []string {
+		return []string{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", ""}
+	})
+	tr := newTransport()
+	oneShot := func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, srv.url(), nil)
+		req.Body, req.ContentLength = io.NopCloser(strings.NewReader("{}")), 2 // no GetBody
+		return req
+	}
+	for range 2 {
+		resp, err := tr.RoundTrip(oneShot())
+		g.Expect(err).NotTo(HaveOccurred())
+		b, _ := io.ReadAll(resp.Body)
+		g.Expect(string(b)).To(Equal("ok"))
+		_ = resp.Body.Close()
+		time.Sleep(1100 * time.Millisecond) // idle long enough to be checked
+	}
+	g.Expect(srv.conns.Load()).To(Equal(int32(2)))
+}
