@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/modelgate/modelgate/gateway/sockpeek"
 )
 
 // Detached is an HTTP/1.1 response taken off net/http's connection for the
@@ -163,8 +165,8 @@ func (d *Detached) awaitNext() bool {
 // passes). It leaves them in the socket where it can peek (unix); else it
 // reads one byte, returned as first, which the server must be given first.
 func awaitReadable(conn net.Conn) (first []byte, ok bool) {
-	if ok, handled := peekReadable(conn); handled {
-		return nil, ok
+	if st := sockpeek.Wait(conn); st != sockpeek.Unsupported {
+		return nil, st == sockpeek.Data
 	}
 	var b [1]byte
 	n, err := conn.Read(b[:])

@@ -118,28 +118,26 @@ func (b *body) decode(p []byte) (int, error) {
 		if b.remaining == 0 {
 			return 0, b.end()
 		}
-		n := copy(p[:min(int64(len(p)), b.remaining)], (*b.bytes())[b.r:b.w])
+		n := copy(p[:min(int64(len(p)), b.remaining)], b.buffered())
 		b.r += n
 		if b.remaining -= int64(n); b.remaining == 0 {
 			return n, b.end()
 		}
 		return n, nil
 	case toClose:
-		n := copy(p, (*b.bytes())[b.r:b.w])
+		n := copy(p, b.buffered())
 		b.r += n
 		return n, nil
 	}
 	return b.decodeChunked(p)
 }
 
-// empty is a buffer with nothing in it, for a body that holds none.
-var empty = new([]byte)
-
-func (b *body) bytes() *[]byte {
+// buffered is what was read from the socket and not yet consumed.
+func (b *body) buffered() []byte {
 	if b.buf == nil {
-		return empty
+		return nil
 	}
-	return b.buf
+	return (*b.buf)[b.r:b.w]
 }
 
 // decodeChunked moves chunk data from the buffer into p, past the chunks'
@@ -149,7 +147,7 @@ func (b *body) decodeChunked(p []byte) (int, error) {
 	for b.r < b.w && n < len(p) {
 		switch b.chunk {
 		case chunkData:
-			k := copy(p[n:min(int64(len(p)), int64(n)+b.remaining)], (*b.buf)[b.r:b.w])
+			k := copy(p[n:min(int64(len(p)), int64(n)+b.remaining)], b.buffered())
 			n, b.r = n+k, b.r+k
 			if b.remaining -= int64(k); b.remaining == 0 {
 				b.chunk = chunkDataEnd
@@ -191,7 +189,7 @@ var errMalformedChunk = errors.New("h1: malformed chunked encoding")
 // before it stays); ok is false when the line goes on past what was read (kept in
 // b.line for the next read).
 func (b *body) nextLine() (line []byte, ok bool, err error) {
-	buffered := (*b.buf)[b.r:b.w]
+	buffered := b.buffered()
 	i := bytes.IndexByte(buffered, '\n')
 	if i < 0 {
 		if len(b.line)+len(buffered) > maxChunkLine {

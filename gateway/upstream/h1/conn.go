@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/modelgate/modelgate/gateway/sockpeek"
 )
 
 // conn is one connection to an upstream.
@@ -167,7 +169,7 @@ func putReadBuf(b *[]byte) { readBufs.Put(b) }
 // writeBufs hold a request's head (and a small body) while it is written.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
 
-func putBuf(b *[]byte) {
+func putWriteBuf(b *[]byte) {
 	if cap(*b) <= inlineBody+(4<<10) {
 		*b = (*b)[:0]
 		writeBufs.Put(b)
@@ -178,6 +180,21 @@ func putBuf(b *[]byte) {
 // errno: connection reset, refused, ...).
 func (c *conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: err}
+}
+
+// alive tells whether an idle connection is still open and quiet. One that
+// sat idle for a second or more is checked (a server closes idle
+// connections on its own schedule, 5 s for some); a fresher one is taken
+// as it is, and a request that finds it closed is sent again (RoundTrip).
+func (c *conn) alive() bool {
+	if time.Since(c.idleSince) < time.Second {
+		return true
+	}
+	switch sockpeek.Now(c.nc) {
+	case sockpeek.Quiet, sockpeek.Unsupported:
+		return true
+	}
+	return false // closed, or bytes nobody asked for
 }
 
 // readPooledPlain is readPooled through net.Conn.Read, which needs the

@@ -63,7 +63,7 @@ func readPieces(t *testing.T, answer string, step int) ([]byte, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer putBuf(head)
+	defer putWriteBuf(head)
 	resp, err := c.roundTrip(req, *head)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,3 @@ func (c *conn) readInto(p []byte) (int, error) { return c.nc.Read(p) }
 // readPooled reads once into a buffer from the pool (held while the read
 // waits, where the poller cannot be reached without one).
 func (c *conn) readPooled() (*[]byte, int, error) { return readPooledPlain(c) }
-
-// alive: an idle connection is taken as it is (see RoundTrip's retry).
-func (c *conn) alive() bool { return true }

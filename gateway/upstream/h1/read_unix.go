@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"syscall"
-	"time"
 )
 
 // readInto reads once into p; a closed connection is io.EOF.
@@ -73,22 +72,4 @@ func (c *conn) result(n int, err, rerr error) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
-}
-
-// alive tells whether an idle connection is still open and quiet. One that
-// sat idle for a second or more is checked (a server closes idle
-// connections on its own schedule, 5 s for some); a fresher one is taken
-// as it is, and a request that finds it closed is sent again (RoundTrip).
-func (c *conn) alive() bool {
-	if c.raw == nil || time.Since(c.idleSince) < time.Second {
-		return true
-	}
-	alive := false
-	err := c.raw.Read(func(fd uintptr) bool {
-		var b [1]byte
-		_, _, perr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = errors.Is(perr, syscall.EAGAIN) // readable: closed, or bytes nobody asked for
-		return true
-	})
-	return alive && err == nil
 }

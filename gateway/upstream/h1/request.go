@@ -58,13 +58,13 @@ func writeHead(req *http.Request) (*[]byte, error) {
 		}
 		if !httpguts.ValidHeaderFieldName(name) {
 			*bp = b
-			putBuf(bp)
+			putWriteBuf(bp)
 			return nil, fmt.Errorf("h1: invalid header field name %q", name)
 		}
 		for _, v := range values {
 			if !httpguts.ValidHeaderFieldValue(v) {
 				*bp = b
-				putBuf(bp)
+				putWriteBuf(bp)
 				return nil, fmt.Errorf("h1: invalid header field value for %q", name)
 			}
 			b = appendField(b, name, textproto.TrimString(v))

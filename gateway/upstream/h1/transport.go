@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -60,7 +59,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	defer putBuf(head)
+	defer putWriteBuf(head)
 	addr := hostPort(req.URL)
 	for attempt := 0; ; attempt++ {
 		c, err := t.conn(req.Context(), addr)
@@ -264,5 +263,3 @@ func unwrapNothing(err error) error {
 func errBrokenConn(op string, err error) error {
 	return fmt.Errorf("h1: %s: %w", op, err)
 }
-
-var _ io.Closer = (*body)(nil)
