@@ -454,7 +454,12 @@ func (t *Text) pump(ctx context.Context, r *relay) (yielded bool) {
 		case errors.Is(err, upstream.ErrYield):
 			return true
 		case errors.Is(err, io.EOF):
-			r.complete = r.flush() == nil && s.Complete()
+			// A finished stream's last events stay unflushed: endStream
+			// writes the terminal ones after them once the row is durable,
+			// and the client gets both in one write.
+			if r.complete = s.Complete(); !r.complete {
+				_ = r.flush()
+			}
 			return false
 		case err != nil:
 			_ = r.flush()
@@ -483,8 +488,8 @@ type relay struct {
 	buf        []byte
 	unflushed  bool
 	clientGone bool
-	// complete: the stream finished and the client has every event before
-	// the terminal ones, which are tail.
+	// complete: the stream finished; every event before the terminal ones
+	// (tail) is written, the last of them unflushed until tail follows.
 	complete bool
 	tail     []byte
 	capture  streamCapture

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,13 +92,19 @@ type fakeSink struct {
 	mu         sync.Mutex
 	rows       []store.UsageRow
 	durableErr error
+	wait       func() // called by Wait, if set
 }
 
 func (s *fakeSink) Submit(_ context.Context, row store.UsageRow) (Durable, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rows = append(s.rows, row)
-	return durableFunc(func(context.Context) error { return s.durableErr }), nil
+	return durableFunc(func(context.Context) error {
+		if s.wait != nil {
+			s.wait()
+		}
+		return s.durableErr
+	}), nil
 }
 
 type durableFunc func(context.Context) error
@@ -271,4 +278,60 @@ func TestTextShortStreamStays(t *testing.T) {
 	rec := f.post(strings.Replace(chatBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
 	g.Expect(rec.Body.String()).To(HaveSuffix("data: [DONE]\n\n"))
 	g.Expect(f.sink.rows).To(HaveLen(1))
+}
+
+// flushRecorder is a ResponseWriter that sends only what was flushed, as a
+// connection does: written bytes wait in pending until a flush.
+type flushRecorder struct {
+	header           http.Header
+	pending, flushed bytes.Buffer
+}
+
+func (w *flushRecorder) Header() http.Header         { return w.header }
+func (w *flushRecorder) WriteHeader(int)             {}
+func (w *flushRecorder) Write(p []byte) (int, error) { return w.pending.Write(p) }
+func (w *flushRecorder) FlushError() error {
+	_, err := w.pending.WriteTo(&w.flushed)
+	return err
+}
+
+// heldSimulated is the simulated provider with its answer held as h1's
+// response body holds what its socket read brought (translate.HeldReader):
+// the stream can tell that no event will come without a wait.
+type heldSimulated struct{ *simulated.Provider }
+
+func (p heldSimulated) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
+	resp, err := p.Provider.Send(ctx, b, proto, body, stream, h)
+	if err == nil {
+		all, rerr := io.ReadAll(resp.Body)
+		resp.Body, err = &heldBody{Reader: bytes.NewReader(all)}, rerr
+	}
+	return resp, err
+}
+
+type heldBody struct{ *bytes.Reader }
+
+func (b *heldBody) Held() int                      { return b.Len() }
+func (b *heldBody) ReadHeld(p []byte) (int, error) { return b.Read(p) }
+func (b *heldBody) Close() error                   { return nil }
+
+// A finished stream's last events are not flushed before its settlement:
+// they leave with the terminal events, once the row is durable, in one
+// write (docs/performance.md, "Stop 35").
+func TestTextStreamLastEventsLeaveWithTail(t *testing.T) {
+	g := NewWithT(t)
+	f := newTextFixture(t)
+	f.deps.Upstreams = upstream.NewRegistry(upstream.Entry{Name: simulated.NameOpenAI,
+		Adapter: heldSimulated{simulated.New(upstream.ChatCompletions, upstream.Responses)}})
+	w := &flushRecorder{header: http.Header{}}
+	var sentAtSettle string
+	f.sink.wait = func() { sentAtSettle = w.flushed.String() }
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(strings.Replace(chatBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
+	r.Header.Set("Authorization", "Bearer sk-good")
+	f.mux.ServeHTTP(w, r)
+	g.Expect(w.FlushError()).To(Succeed()) // the server's flush as the handler returns
+	g.Expect(f.sink.rows).To(HaveLen(1))
+	g.Expect(w.flushed.String()).To(HaveSuffix(`"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"))
+	g.Expect(sentAtSettle).NotTo(ContainSubstring(`"finish_reason":"stop"`), "the last event was flushed before the row was durable")
 }

@@ -125,11 +125,42 @@ func (s *SSEReader) Next() (Event, error) {
 	}
 }
 
-// Ready reports whether the reader's buffer already holds a complete event
-// with a data field, so that Next returns it without reading from the
-// underlying reader (it never blocks). A stream proxy uses it to coalesce
-// writes: flush only when the next event is not there yet.
+// Ready reports whether the reader holds a complete event with a data
+// field, so that Next returns it without reading from the underlying
+// reader. When its buffer holds none, it first takes what the underlying
+// reader holds already, if that reader can hand it over without waiting
+// (HeldReader): an upstream's read brings up to 4 KiB, of which the
+// reader's own buffer took only what fit.
 func (s *SSEReader) Ready() bool {
+	event, _ := s.look()
+	return event
+}
+
+// WouldWait reports whether Next would wait for the underlying reader: no
+// complete event is held (see Ready) and the reader has not ended. A stream
+// proxy flushes only then, so a burst of events leaves in one write, and
+// the last events of a stream leave with whatever follows the end.
+func (s *SSEReader) WouldWait() bool {
+	event, ended := s.look()
+	return !event && !ended
+}
+
+// look is Ready and whether the underlying reader ended, once what it
+// held without waiting was taken.
+func (s *SSEReader) look() (event, ended bool) {
+	for !s.holdsEvent() {
+		if s.err != nil {
+			return false, true
+		}
+		if !s.pull() {
+			return false, false
+		}
+	}
+	return true, false
+}
+
+// holdsEvent tells whether buf holds a complete event with a data field.
+func (s *SSEReader) holdsEvent() bool {
 	b := s.buf[s.r:s.w]
 	hasData := false
 	for {
@@ -148,6 +179,41 @@ func (s *SSEReader) Ready() bool {
 			hasData = true
 		}
 	}
+}
+
+// HeldReader is a reader that can give what it holds already without
+// waiting; h1's response body is one.
+type HeldReader interface {
+	// Held is at least what ReadHeld would give now.
+	Held() int
+	// ReadHeld reads only what needs no wait; 0 (and no error) when a
+	// Read would have to wait.
+	ReadHeld(p []byte) (int, error)
+}
+
+// pull moves what the underlying reader holds into buf without waiting
+// (into the pooled buffer when it would not fit the wait buffer), or learns
+// that it ended; it reports whether either happened.
+func (s *SSEReader) pull() bool {
+	src, ok := s.src.(HeldReader)
+	if !ok || s.hasRest {
+		return false
+	}
+	var p []byte // nothing held: only whether the reader ended
+	if held := src.Held(); held > 0 {
+		s.makeRoom()
+		if s.big == nil && s.w+held > len(s.buf) {
+			s.takeBig()
+		}
+		p = s.buf[s.w:]
+	}
+	n, err := src.ReadHeld(p)
+	s.w += n
+	if err != nil {
+		s.err = err
+		return true
+	}
+	return n > 0
 }
 
 // readLine returns one line without its terminator; the slice is valid until
@@ -222,13 +288,19 @@ func (s *SSEReader) makeRoom() {
 			s.big, s.buf = nil, s.wait[:]
 		}
 	case s.big == nil:
-		s.big = sseBufs.Get().(*[]byte)
-		s.w = copy(*s.big, s.buf[s.r:s.w])
-		s.r, s.buf = 0, *s.big
+		s.takeBig()
 	case s.r > 0:
 		s.w = copy(s.buf, s.buf[s.r:s.w])
 		s.r = 0
 	}
+}
+
+// takeBig moves what is unread from the wait buffer to the start of a
+// pooled one.
+func (s *SSEReader) takeBig() {
+	s.big = sseBufs.Get().(*[]byte)
+	s.w = copy(*s.big, s.buf[s.r:s.w])
+	s.r, s.buf = 0, *s.big
 }
 
 // errReleased is what a released reader returns.

@@ -303,7 +303,7 @@ func (s *Stream) Next() (Event, error) {
 		var err error
 		if s.hasFirst {
 			ev, s.hasFirst = s.first, false
-		} else if s.beforeWait != nil && !s.rd.Ready() && s.waitFailed() {
+		} else if s.beforeWait != nil && s.rd.WouldWait() && s.waitFailed() {
 			if s.yielded {
 				s.yielded = false
 				return Event{}, ErrYield
@@ -372,9 +372,10 @@ func (s *Stream) translate(ev translate.Event) {
 }
 
 // BeforeWait sets a function that Next calls before it waits for the
-// upstream (when no complete upstream event is buffered). A proxy that writes
-// events without flushing each one flushes there, so events reach the client
-// as soon as no further event is at hand, in as few writes as possible. An
+// upstream (when no complete upstream event is buffered and the upstream
+// has not ended: translate.SSEReader.WouldWait). A proxy that writes events
+// without flushing each one flushes there, so events reach the client as
+// soon as no further event is at hand, in as few writes as possible. An
 // error from f ends the stream: Next returns it (and keeps returning it);
 // ErrYield does not (see there).
 func (s *Stream) BeforeWait(f func() error) { s.beforeWait = f }

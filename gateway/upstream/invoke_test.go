@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -480,16 +481,26 @@ func TestStreamRequestAnsweredWithJSON(t *testing.T) {
 // and never holds an event back while it waits for the upstream).
 func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 	g := NewWithT(t)
-	release := make(chan struct{})
+	// Each answer: the first three events in one write, the rest once its
+	// gate (taken in order from gates) is released.
+	gates := make(chan chan struct{}, 3)
+	gate := func() (release func()) {
+		ch := make(chan struct{})
+		gates <- ch
+		var once sync.Once
+		release = func() { once.Do(func() { close(ch) }) }
+		t.Cleanup(release)
+		return release
+	}
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
-		// The first three events in one write, the rest once released.
 		_, _ = io.WriteString(w, strings.Join(openAIChatStream[:3], ""))
 		w.(http.Flusher).Flush()
-		<-release
+		<-<-gates
 		_, _ = io.WriteString(w, strings.Join(openAIChatStream[3:], ""))
 	})
+	release := gate()
 	res, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
 		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -498,9 +509,7 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 	var waits []int // events returned when each wait began
 	res.Stream.BeforeWait(func() error {
 		waits = append(waits, got)
-		if len(waits) == 1 {
-			close(release)
-		}
+		release()
 		return nil
 	})
 	for {
@@ -514,8 +523,10 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 	g.Expect(got).To(Equal(len(openAIChatStream) - 1)) // the usage chunk is hidden
 	g.Expect(waits).NotTo(BeEmpty())
 	g.Expect(waits[0]).To(Equal(3), "no wait while the first burst was buffered")
+	g.Expect(waits[len(waits)-1]).To(BeNumerically("<", got), "no wait once the upstream's last burst is in: its end is read without one")
 
 	// A flush error ends the stream.
+	gate()
 	res2, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
 		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -528,6 +539,7 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 
 	// ErrYield returns before the wait and leaves the stream as it is: the
 	// next call goes on, and nothing is lost.
+	release = gate()
 	res3, err := upstream.Invoke(context.Background(), openai.New(nil), upstream.Backend{BaseURL: f.URL},
 		upstream.Request{Protocol: upstream.ChatCompletions, Stream: true, Body: []byte(`{"model":"m","stream":true,"messages":[]}`)})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -538,6 +550,7 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 			yields++
 			return upstream.ErrYield
 		}
+		release()
 		return nil
 	})
 	got, yieldedAt := 0, -1

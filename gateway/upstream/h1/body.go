@@ -110,6 +110,28 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 }
 
+// Held is how many bytes were read from the socket and not yet consumed:
+// at least what ReadHeld gives (chunk framing is counted too).
+func (b *body) Held() int { return len(b.buffered()) }
+
+// ReadHeld reads what the body can give without reading the socket: what
+// is buffered, decoded as Read would; 0 when Read would have to wait. A
+// stream proxy takes a whole burst with it before deciding to flush
+// (translate.SSEReader.Ready).
+func (b *body) ReadHeld(p []byte) (int, error) {
+	if b.state.Load() == closed {
+		return 0, errClosedBody
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.decode(p)
+	if err != nil {
+		return n, b.fail(err)
+	}
+	return n, nil
+}
+
 // decode moves what is buffered into p, as the framing has it; at the
 // body's end it sets b.err to io.EOF and lets the connection go.
 func (b *body) decode(p []byte) (int, error) {

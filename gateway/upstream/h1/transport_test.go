@@ -17,6 +17,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/modelgate/modelgate/gateway/translate"
 )
 
 func newTransport() *Transport {
@@ -348,4 +350,48 @@ func TestIdleConnectionCheckedBeforeReuse(t *testing.T) {
 		time.Sleep(1100 * time.Millisecond) // idle long enough to be checked
 	}
 	g.Expect(srv.conns.Load()).To(Equal(int32(2)))
+}
+
+// ReadHeld gives what was read from the socket, decoded, and never waits
+// for more: a stream proxy takes a whole burst with it before it decides to
+// flush (translate.SSEReader.Ready). At the body's end it reports io.EOF and
+// lets the connection go, as Read does.
+func TestReadHeldNeverWaits(t *testing.T) {
+	g := NewWithT(t)
+	var requests atomic.Int32
+	srv := startRaw(t, func(int) []string {
+		if requests.Add(1) == 1 { // a chunk and a half in the head's read, and then nothing
+			return []string{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata:1\r\n3\r\nab"}
+		}
+		return []string{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"}
+	})
+	tr := newTransport()
+	req, _ := http.NewRequest(http.MethodPost, srv.url(), strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	held, ok := resp.Body.(translate.HeldReader)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(held.Held()).To(BeNumerically(">=", len("6\r\ndata:1\r\n3\r\nab")))
+	buf := make([]byte, 64)
+	n, err := held.ReadHeld(buf)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(buf[:n])).To(Equal("data:1ab"))
+	got := make(chan int, 1)
+	go func() { n, _ := held.ReadHeld(buf); got <- n }()
+	g.Eventually(got).Should(Receive(Equal(0)), "nothing held: no wait for the rest of the chunk")
+	g.Expect(held.Held()).To(BeZero())
+	g.Expect(resp.Body.Close()).To(Succeed())
+
+	req, _ = http.NewRequest(http.MethodPost, srv.url(), strings.NewReader("{}"))
+	resp, err = tr.RoundTrip(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	held = resp.Body.(translate.HeldReader)
+	n, err = held.ReadHeld(buf)
+	g.Expect(string(buf[:n])).To(Equal("ok"))
+	g.Expect(err).To(Equal(io.EOF))
+	g.Expect(resp.Body.Close()).To(Succeed())
+	_, body, err := post(t, tr, srv.url(), "{}")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(body).To(Equal("ok"))
+	g.Expect(srv.conns.Load()).To(Equal(int32(2)), "the connection read to its end with ReadHeld was reused (the first was closed)")
 }
