@@ -245,10 +245,12 @@ var _ = Describe("upload endpoints", func() {
 			Expect(body).To(Equal(map[string]any{"success": false, "message": message}))
 			AddReportEntry(fmt.Sprintf("%d MiB refused", size>>20), fmt.Sprintf("peak heap growth %d KiB, %d KiB allocated (client, server and background)", peak>>10, allocated>>10))
 			GinkgoWriter.Printf("%d MiB refused: peak heap growth %d KiB, allocated %d KiB\n", size>>20, peak>>10, allocated>>10)
-			Expect(peak).To(BeNumerically("<", 3<<20), "peak heap growth (about 1 MiB: gocloud's copy buffer)")
-			// Process-wide: the suite's manager reconciling earlier specs' objects
-			// allocates too (3 MiB seen in CI against 1.1 MiB alone). Half the
-			// size still proves the body was never held whole.
+			// Both figures are process-wide: the suite's manager reconciling
+			// earlier specs' objects allocates too (3 MiB allocated and a peak
+			// 3.2 MiB seen in CI, against 1.1 MiB alone). A peak of half the
+			// smallest refused size, and an allocation of half the size, still
+			// prove the body was never held whole.
+			Expect(peak).To(BeNumerically("<", 11<<20/2), "peak heap growth (about 1 MiB: gocloud's copy buffer)")
 			Expect(allocated).To(BeNumerically("<", size/2), "bytes allocated")
 		},
 		Entry("an 11 MB image", "/v1/uploads/images", uploadstest.PNG(8, 8), int64(11<<20), "image larger than 10MB"),
