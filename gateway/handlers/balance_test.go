@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
@@ -68,8 +69,9 @@ var _ = Describe("balance endpoints", func() {
 	It("refuses a disabled key and an expired key", func() {
 		acct, err := stack.NewAccount(ctx, v1.TenantSpec{}, v1.ApiTokenSpec{})
 		Expect(err).NotTo(HaveOccurred())
+		before := acct.Token.DeepCopy()
 		acct.Token.Spec.Disabled = true
-		Expect(stack.Client.Update(ctx, acct.Token)).To(Succeed())
+		Expect(stack.Client.Patch(ctx, acct.Token, client.MergeFrom(before))).To(Succeed())
 		Eventually(func() int {
 			code, _, _ := call("GET", "/v1/user/balance", bearer(acct.Key), nil)
 			return code
