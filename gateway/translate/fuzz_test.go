@@ -212,7 +212,7 @@ func (h *heldChunks) Read(p []byte) (int, error) {
 	return h.ReadHeld(p)
 }
 
-// FuzzSSERoundTrip reads events in small chunks and checks that Ready never
+// FuzzSSERoundTrip reads events in small chunks and checks that look never
 // promises an event Next cannot return without reading, that every event
 // written back (pass-through streams do that) reads as the same event, and
 // that a reader taking what its source holds early (HeldReader) reads the
@@ -230,16 +230,17 @@ func FuzzSSERoundTrip(f *testing.F) {
 		held := &heldChunks{chunkReader: chunkReader{data: in, size: int(chunk) + 1}}
 		h := NewSSEReader(held)
 		for range len(in) + 1 {
-			ready := r.Ready()
+			ready, _ := r.look()
 			ev, err := r.Next()
 			if ready && err != nil {
-				t.Fatalf("Ready promised an event, Next returned %v on %q", err, in)
+				t.Fatalf("look promised an event, Next returned %v on %q", err, in)
 			}
-			hready, hwait, reads := h.Ready(), h.WouldWait(), held.reads
+			hready, _ := h.look()
+			hwait, reads := h.WouldWait(), held.reads
 			hev, herr := h.Next()
 			switch {
 			case hready && (herr != nil || held.reads != reads):
-				t.Fatalf("Ready promised an event, Next returned %v after %d waits on %q", herr, held.reads-reads, in)
+				t.Fatalf("look promised an event, Next returned %v after %d waits on %q", herr, held.reads-reads, in)
 			case !hwait && held.reads != reads:
 				t.Fatalf("WouldWait said no, Next waited on %q", in)
 			case (err == nil) != (herr == nil) || hev.Name != ev.Name || !bytes.Equal(hev.Data, ev.Data):

@@ -36,7 +36,7 @@ type SSEReader struct {
 // life, so what it holds while it waits is what an open stream costs: a
 // read that finds nothing unread goes into the reader's own sseWaitSize
 // bytes, and only what follows it in a burst is read into a pooled
-// sseBufSize buffer, returned to the pool once consumed. Ready sees a burst
+// sseBufSize buffer, returned to the pool once consumed. WouldWait sees a burst
 // of up to 1 KiB (a few deltas) whole when it decides whether to flush, and
 // a larger one (up to the transport's 4 KiB) costs one flush more: 256
 // bytes, tried, flushed after the first event of most bursts. A longer line
@@ -125,19 +125,8 @@ func (s *SSEReader) Next() (Event, error) {
 	}
 }
 
-// Ready reports whether the reader holds a complete event with a data
-// field, so that Next returns it without reading from the underlying
-// reader. When its buffer holds none, it first takes what the underlying
-// reader holds already, if that reader can hand it over without waiting
-// (HeldReader): an upstream's read brings up to 4 KiB, of which the
-// reader's own buffer took only what fit.
-func (s *SSEReader) Ready() bool {
-	event, _ := s.look()
-	return event
-}
-
 // WouldWait reports whether Next would wait for the underlying reader: no
-// complete event is held (see Ready) and the reader has not ended. A stream
+// complete event is held and the reader has not ended. A stream
 // proxy flushes only then, so a burst of events leaves in one write, and
 // the last events of a stream leave with whatever follows the end.
 func (s *SSEReader) WouldWait() bool {
@@ -145,8 +134,12 @@ func (s *SSEReader) WouldWait() bool {
 	return !event && !ended
 }
 
-// look is Ready and whether the underlying reader ended, once what it
-// held without waiting was taken.
+// look reports whether the reader holds a complete event with a data
+// field, so that Next returns it without reading from the underlying
+// reader, and whether that reader ended. When its buffer holds no event, it
+// first takes what the underlying reader holds already, if that reader can
+// hand it over without waiting (HeldReader): an upstream's read brings up
+// to 4 KiB, of which the reader's own buffer took only what fit.
 func (s *SSEReader) look() (event, ended bool) {
 	for !s.holdsEvent() {
 		if s.err != nil {

@@ -482,7 +482,9 @@ func TestStreamRequestAnsweredWithJSON(t *testing.T) {
 func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 	g := NewWithT(t)
 	// Each answer: the first three events in one write, the rest once its
-	// gate (taken in order from gates) is released.
+	// gate is released. A handler takes its gate on entry, and each request
+	// is sent once the previous answer's head is in, so the gates go to the
+	// answers in order.
 	gates := make(chan chan struct{}, 3)
 	gate := func() (release func()) {
 		ch := make(chan struct{})
@@ -493,11 +495,12 @@ func TestStreamWaitsOnlyWhenNoEventIsBuffered(t *testing.T) {
 		return release
 	}
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		gate := <-gates
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, strings.Join(openAIChatStream[:3], ""))
 		w.(http.Flusher).Flush()
-		<-<-gates
+		<-gate
 		_, _ = io.WriteString(w, strings.Join(openAIChatStream[3:], ""))
 	})
 	release := gate()

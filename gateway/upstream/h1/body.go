@@ -82,24 +82,15 @@ func (b *body) frame(req *http.Request, resp *http.Response) {
 	resp.Body = b
 }
 
-// Read reads the body's next bytes.
+// Read reads the body's next bytes: what is held, else after a wait.
 func (b *body) Read(p []byte) (int, error) {
-	if b.state.Load() == closed {
-		return 0, errClosedBody
-	}
-	if b.err != nil {
-		return 0, b.err
-	}
 	if len(p) == 0 {
-		return 0, nil
+		return b.ReadHeld(p)
 	}
 	for {
-		n, err := b.decode(p)
-		if err != nil {
-			return n, b.fail(err)
-		}
-		if b.err != nil || n > 0 {
-			return n, b.err
+		n, err := b.ReadHeld(p)
+		if err != nil || n > 0 {
+			return n, err
 		}
 		if b.mode != chunked && len(p) >= readBufSize {
 			return b.readDirect(p)
@@ -117,7 +108,7 @@ func (b *body) Held() int { return len(b.buffered()) }
 // ReadHeld reads what the body can give without reading the socket: what
 // is buffered, decoded as Read would; 0 when Read would have to wait. A
 // stream proxy takes a whole burst with it before deciding to flush
-// (translate.SSEReader.Ready).
+// (translate.SSEReader.WouldWait).
 func (b *body) ReadHeld(p []byte) (int, error) {
 	if b.state.Load() == closed {
 		return 0, errClosedBody

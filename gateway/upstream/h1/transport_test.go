@@ -354,7 +354,7 @@ func TestIdleConnectionCheckedBeforeReuse(t *testing.T) {
 
 // ReadHeld gives what was read from the socket, decoded, and never waits
 // for more: a stream proxy takes a whole burst with it before it decides to
-// flush (translate.SSEReader.Ready). At the body's end it reports io.EOF and
+// flush (translate.SSEReader.WouldWait). At the body's end it reports io.EOF and
 // lets the connection go, as Read does.
 func TestReadHeldNeverWaits(t *testing.T) {
 	g := NewWithT(t)
