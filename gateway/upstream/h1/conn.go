@@ -25,8 +25,11 @@ type conn struct {
 	rr  rawReader
 	// reused: it served a request before; got: bytes of the current
 	// answer read so far (none: a retry is safe).
-	reused    bool
-	got       int
+	reused bool
+	got    int
+	// pending is the request, when write left it for the first read of
+	// the answer to send (see readInto).
+	pending   []byte
 	idleSince time.Time
 	timer     *time.Timer
 }
@@ -68,9 +71,11 @@ func (c *conn) roundTrip(req *http.Request, head []byte) (*http.Response, error)
 	resp, err := readResponse(br, req)
 	if err != nil {
 		releaseReader(br)
-		if c.got == 0 {
+		var nothing *nothingReadError
+		if c.got == 0 && !errors.As(err, &nothing) {
 			err = &nothingReadError{errBrokenConn("read", err)}
 		}
+		c.pending = nil
 		return fail(err)
 	}
 	b := &body{c: c, stop: stop, ctx: ctx, keepAlive: !resp.Close && !req.Close}
@@ -85,7 +90,10 @@ func (c *conn) roundTrip(req *http.Request, head []byte) (*http.Response, error)
 }
 
 // write sends the request: its head, then its body (in the same write
-// when it is small).
+// when it is small). A small request on a socket is not written here but
+// left in c.pending for the first read of the answer, which writes it from
+// inside the poller's read callback: the read that would find nothing
+// right after the write is not made (see readInto).
 func (c *conn) write(req *http.Request, head []byte) error {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if hasBody {
@@ -102,8 +110,12 @@ func (c *conn) write(req *http.Request, head []byte) error {
 			}
 		}
 	}
-	if _, err := c.nc.Write(out); err != nil {
-		return &nothingReadError{errBrokenConn("write", err)}
+	if !big && c.raw != nil {
+		c.pending = out
+		return nil
+	}
+	if err := c.send(out); err != nil {
+		return err
 	}
 	if big {
 		n, err := io.CopyN(c.nc, req.Body, req.ContentLength)
@@ -113,6 +125,15 @@ func (c *conn) write(req *http.Request, head []byte) error {
 		if err != nil {
 			return &nothingReadError{errBrokenConn("write", err)}
 		}
+	}
+	return nil
+}
+
+// send writes p through the connection (waiting while the socket's buffer
+// is full).
+func (c *conn) send(p []byte) error {
+	if _, err := c.nc.Write(p); err != nil {
+		return &nothingReadError{errBrokenConn("write", err)}
 	}
 	return nil
 }
