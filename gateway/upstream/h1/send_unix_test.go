@@ -41,7 +41,7 @@ func TestRequestLargerThanSocketBuffersIsSentWhole(t *testing.T) {
 		}
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a short body fails, not hangs
-		time.Sleep(100 * time.Millisecond) // the client's write finds the buffers full
+		time.Sleep(100 * time.Millisecond)                  // the client's write finds the buffers full
 		req, err := http.ReadRequest(bufio.NewReader(c))
 		if err != nil {
 			got <- err.Error()

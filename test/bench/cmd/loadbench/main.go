@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -219,6 +220,9 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	var rows []row
 	targets := []string{"upstream direct", "bare ReverseProxy", "modelgate"}
 	var opens []openRow
+	// perRound: the gateway's rate over the bare proxy's in each round of
+	// a mode, the run's own measure of its spread.
+	perRound := map[string][]float64{}
 	for _, mode := range modes {
 		if mode == "open" {
 			for _, target := range targets {
@@ -248,6 +252,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 			merged[target] = &bench.Result{Errors: map[string]int{}}
 		}
 		for round := range rounds {
+			rps := map[string]float64{}
 			for _, target := range targets {
 				l := bench.Load{Concurrency: conc, Duration: dur / time.Duration(rounds), Client: clients[target],
 					NewRequest: newReq(bases[target], stream), Stream: stream}
@@ -275,6 +280,10 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				}
 				failed += r.Failed
 				merged[target].Merge(r)
+				rps[target] = r.RPS()
+			}
+			if p := rps["bare ReverseProxy"]; p > 0 {
+				perRound[mode] = append(perRound[mode], rps["modelgate"]/p)
 			}
 		}
 		for _, target := range targets {
@@ -329,6 +338,12 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				us(r.cpuPerReq()), add50, add99, addCPU, pct, r.controlPlane.Seconds())
 		}
 	}
+	for _, mode := range modes {
+		if r := perRound[mode]; len(r) > 0 {
+			fmt.Printf("\nmodelgate ÷ bare proxy req/s, %s, per round: %s (min %.0f%%, max %.0f%%)", mode, percents(r), 100*slices.Min(r), 100*slices.Max(r))
+		}
+	}
+	fmt.Println()
 	printOpens(opens)
 	fmt.Println("\nCPU/req: this process's CPU time (gateway, controllers, bare proxy, fake upstream and load generator) per successful request of the phase.")
 	fmt.Println("API server + etcd CPU: what the control plane's processes took from the machine during the target's rounds; a target whose rounds it hit harder had less CPU to serve with (docs/performance.md, \"Stop 29\").")
@@ -346,6 +361,15 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		return fmt.Errorf("%d requests failed", failed)
 	}
 	return nil
+}
+
+// percents formats ratios as percentages.
+func percents(r []float64) string {
+	out := make([]string, len(r))
+	for i, x := range r {
+		out[i] = fmt.Sprintf("%.0f%%", 100*x)
+	}
+	return strings.Join(out, ", ")
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
