@@ -25,11 +25,8 @@ type conn struct {
 	rr  rawReader
 	// reused: it served a request before; got: bytes of the current
 	// answer read so far (none: a retry is safe).
-	reused bool
-	got    int
-	// pending is the request, when write left it for the first read of
-	// the answer to send (see readInto).
-	pending   []byte
+	reused    bool
+	got       int
 	idleSince time.Time
 	timer     *time.Timer
 }
@@ -71,11 +68,9 @@ func (c *conn) roundTrip(req *http.Request, head []byte) (*http.Response, error)
 	resp, err := readResponse(br, req)
 	if err != nil {
 		releaseReader(br)
-		var nothing *nothingReadError
-		if c.got == 0 && !errors.As(err, &nothing) {
+		if c.got == 0 {
 			err = &nothingReadError{errBrokenConn("read", err)}
 		}
-		c.pending = nil
 		return fail(err)
 	}
 	b := &body{c: c, stop: stop, ctx: ctx, keepAlive: !resp.Close && !req.Close}
@@ -90,10 +85,7 @@ func (c *conn) roundTrip(req *http.Request, head []byte) (*http.Response, error)
 }
 
 // write sends the request: its head, then its body (in the same write
-// when it is small). A small request on a socket is not written here but
-// left in c.pending for the first read of the answer, which writes it from
-// inside the poller's read callback: the read that would find nothing
-// right after the write is not made (see readInto).
+// when it is small; see sendAndAwait).
 func (c *conn) write(req *http.Request, head []byte) error {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if hasBody {
@@ -110,21 +102,18 @@ func (c *conn) write(req *http.Request, head []byte) error {
 			}
 		}
 	}
-	if !big && c.raw != nil {
-		c.pending = out
-		return nil
+	if !big {
+		return c.sendAndAwait(out)
 	}
 	if err := c.send(out); err != nil {
 		return err
 	}
-	if big {
-		n, err := io.CopyN(c.nc, req.Body, req.ContentLength)
-		if n < req.ContentLength && (err == nil || errors.Is(err, io.EOF)) {
-			return errShortBody
-		}
-		if err != nil {
-			return &nothingReadError{errBrokenConn("write", err)}
-		}
+	n, err := io.CopyN(c.nc, req.Body, req.ContentLength)
+	if n < req.ContentLength && (err == nil || errors.Is(err, io.EOF)) {
+		return errShortBody
+	}
+	if err != nil {
+		return &nothingReadError{errBrokenConn("write", err)}
 	}
 	return nil
 }

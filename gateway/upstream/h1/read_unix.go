@@ -9,60 +9,72 @@ import (
 	"syscall"
 )
 
-// readInto reads once into p; a closed connection is io.EOF. The request
-// that write left pending goes first, from inside the read's callback: once
-// it is sent, the answer cannot be there yet, so the callback goes straight
-// to the poller's wait instead of making a read that finds nothing. The
-// poller's readiness was reset before the callback ran (RawRead), so the
-// answer's arrival, which follows the write, always wakes the wait.
+// readInto reads once into p; a closed connection is io.EOF.
 func (c *conn) readInto(p []byte) (int, error) {
 	if c.raw == nil {
 		return c.nc.Read(p)
 	}
 	var n int
-	var rerr, werr error
+	var rerr error
 	err := c.raw.Read(func(fd uintptr) bool {
-		if c.pending != nil {
-			werr = c.sendPending(fd)
-			return werr != nil || c.pending != nil // failed, or the socket's buffer is full
-		}
 		n, rerr = readFD(fd, p)
 		return !errors.Is(rerr, syscall.EAGAIN)
 	})
-	switch {
-	case err == nil && werr != nil:
-		c.pending = nil
-		return 0, &nothingReadError{errBrokenConn("write", c.opError("write", os.NewSyscallError("write", werr)))}
-	case err == nil && c.pending != nil: // the rest waits for room in the socket's buffer
-		rest := c.pending
-		c.pending = nil
-		if err := c.send(rest); err != nil {
-			return 0, err
-		}
-		return c.readInto(p)
-	}
 	return c.result(n, err, rerr)
 }
 
-// sendPending writes c.pending to fd without waiting; what the socket's
-// buffer had no room for stays pending.
-func (c *conn) sendPending(fd uintptr) error {
-	for len(c.pending) > 0 {
-		n, err := syscall.Write(int(fd), c.pending)
+// sendAndAwait writes a small request from inside the poller's read
+// callback, then waits there until the socket is readable: the answer
+// cannot be there when the write returns, so the read that would find
+// nothing (EAGAIN) before the wait is not made. The runtime resets the
+// socket's readiness before the callback runs (RawRead), and the answer's
+// arrival follows the write, so its wake-up is not missed. What the
+// socket's buffer has no room for goes on through the connection's
+// blocking write, and the answer's first read then waits as usual. A
+// failed wait after the write is left to that read to report.
+func (c *conn) sendAndAwait(p []byte) error {
+	if c.raw == nil {
+		return c.send(p)
+	}
+	var werr error
+	sent := false
+	err := c.raw.Read(func(fd uintptr) bool {
+		if sent {
+			return true // readable: the answer (or the connection's end) is there
+		}
+		if p, werr = writeFD(fd, p); werr != nil || len(p) > 0 {
+			return true // failed, or the socket's buffer is full
+		}
+		sent = true
+		return false
+	})
+	switch {
+	case werr != nil:
+		return &nothingReadError{errBrokenConn("write", c.opError("write", os.NewSyscallError("write", werr)))}
+	case err != nil && !sent:
+		return &nothingReadError{errBrokenConn("write", c.opError("write", err))}
+	case len(p) > 0:
+		return c.send(p)
+	}
+	return nil
+}
+
+// writeFD writes p to fd without waiting and returns what the socket's
+// buffer had no room for.
+func writeFD(fd uintptr, p []byte) ([]byte, error) {
+	for len(p) > 0 {
+		n, err := syscall.Write(int(fd), p)
 		switch {
 		case errors.Is(err, syscall.EINTR):
 			continue
-		case errors.Is(err, syscall.EAGAIN):
-			return nil
+		case errors.Is(err, syscall.EAGAIN), err == nil && n == 0:
+			return p, nil
 		case err != nil:
-			return err
-		case n == 0:
-			return nil // no progress: send waits for room
+			return p, err
 		}
-		c.pending = c.pending[n:]
+		p = p[n:]
 	}
-	c.pending = nil
-	return nil
+	return p, nil
 }
 
 // readPooled waits until the socket is readable and reads once into a
