@@ -56,22 +56,32 @@ func NewLookup(ctx context.Context, c ctrlcache.Cache) (*Lookup, error) {
 // InformerIndexer registers ix (which may be empty) on the cache's informer
 // for obj and returns the informer's own indexer: reads from it are map
 // accesses that return the cache's objects, never copies — the hot path's
-// way to read the cache. Call it before the cache starts.
+// way to read the cache. Call it before the cache starts. An index the
+// informer already has by that name is kept: it was registered by this
+// code for another gateway on the same cache (several replicas in one
+// process, as the load harness runs them).
 func InformerIndexer(ctx context.Context, c ctrlcache.Cache, obj client.Object, ix toolscache.Indexers) (toolscache.Indexer, error) {
 	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return nil, fmt.Errorf("informer for %T: %w", obj, err)
 	}
-	if len(ix) > 0 {
-		if err := inf.AddIndexers(ix); err != nil {
-			return nil, fmt.Errorf("indexers for %T: %w", obj, err)
-		}
-	}
 	withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
 	if !ok {
 		return nil, fmt.Errorf("informer for %T exposes no indexer", obj)
 	}
-	return withIndexer.GetIndexer(), nil
+	indexer := withIndexer.GetIndexer()
+	missing := toolscache.Indexers{}
+	for name, fn := range ix {
+		if _, ok := indexer.GetIndexers()[name]; !ok {
+			missing[name] = fn
+		}
+	}
+	if len(missing) > 0 {
+		if err := inf.AddIndexers(missing); err != nil {
+			return nil, fmt.Errorf("indexers for %T: %w", obj, err)
+		}
+	}
+	return indexer, nil
 }
 
 // TokensByKeyHash returns the ApiTokens whose key has this SHA-256 (hex).

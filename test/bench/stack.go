@@ -33,6 +33,9 @@ type StackOptions struct {
 	SyncPeriod time.Duration // 0: controllers.DefaultBalanceSyncPeriod
 	// UsageDurability of the gateway's usage writer (default: disk).
 	UsageDurability usagelog.Durability
+	// MoreDurabilities adds a gateway replica per entry, with that usage
+	// durability, on the same control plane and ledger (Stack.MoreURLs).
+	MoreDurabilities []usagelog.Durability
 }
 
 // StartStack starts the whole system and waits until the gateway is ready.
@@ -41,8 +44,13 @@ func StartStack(o StackOptions) (*Stack, error) {
 	if sync <= 0 {
 		sync = controllers.DefaultBalanceSyncPeriod
 	}
+	var more []framework.GatewayOptions
+	for i, d := range o.MoreDurabilities {
+		more = append(more, framework.GatewayOptions{ReplicaID: fmt.Sprintf("bench-%d", i+2), UsageDurability: d})
+	}
 	fs, err := framework.StartStack(framework.StackOptions{DSN: o.DSN, Dir: o.Dir, SyncPeriod: sync, ManagerQPS: 1000,
-		UsageDurability: o.UsageDurability, DetachStreamsAfter: wire.DefaultDetachStreamsAfter}) // as modelgate serves
+		UsageDurability: o.UsageDurability, MoreGateways: more,
+		DetachStreamsAfter: wire.DefaultDetachStreamsAfter}) // as modelgate serves
 	if err != nil {
 		return nil, err
 	}

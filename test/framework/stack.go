@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/handlers"
+	"github.com/modelgate/modelgate/gateway/server"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
@@ -37,6 +38,8 @@ type Stack struct {
 	// DSN is the ledger's DSN.
 	DSN     string
 	BaseURL string
+	// MoreURLs are the base URLs of StackOptions.MoreGateways, in order.
+	MoreURLs []string
 	// Blobs is the blob store the controllers and the gateway share.
 	Blobs  *blob.Store
 	cancel context.CancelFunc
@@ -63,6 +66,18 @@ type StackOptions struct {
 	// leaves net/http at its first wait, so the suites run their streams
 	// through the detached path.
 	DetachStreamsAfter time.Duration
+	// MoreGateways adds gateway replicas to the same manager and ledger,
+	// each with its own listener, replica ID, spool and quota leases, as
+	// another pod of the Deployment would be; the load harness compares
+	// usage durabilities side by side this way.
+	MoreGateways []GatewayOptions
+}
+
+// GatewayOptions configure one of StackOptions.MoreGateways.
+type GatewayOptions struct {
+	// ReplicaID names the replica's leases and spool (required, unique).
+	ReplicaID       string
+	UsageDurability usagelog.Durability
 }
 
 // StartStack starts the control plane, opens the ledger and runs the
@@ -123,16 +138,57 @@ func (s *Stack) start(o StackOptions) error {
 		return err
 	}
 	s.Cache, s.Blobs = sys.Manager.GetCache(), sys.Blobs
-	gw := sys.Gateway
+	more, err := addGateways(sys, s.Ledger, gwOpts, o.MoreGateways)
+	if err != nil {
+		return err
+	}
 	go func() { s.done <- sys.Start(ctx) }()
+	if s.BaseURL, err = waitServing(ctx, sys.Gateway); err != nil {
+		return err
+	}
+	for _, gw := range more {
+		url, err := waitServing(ctx, gw)
+		if err != nil {
+			return err
+		}
+		s.MoreURLs = append(s.MoreURLs, url)
+	}
+	return nil
+}
+
+// addGateways adds a gateway replica per entry of more to the system's
+// manager, configured as base but for its replica ID, durability and data
+// directory (base's, plus the replica ID).
+func addGateways(sys *wire.System, ledger *store.Store, base wire.Options, more []GatewayOptions) ([]*server.Server, error) {
+	var out []*server.Server
+	for _, g := range more {
+		o := base
+		o.SystemNamespace, o.Blobs = SystemNamespace, sys.Blobs
+		o.ReplicaID, o.UsageDurability = g.ReplicaID, g.UsageDurability
+		o.DataDir = filepath.Join(base.DataDir, g.ReplicaID)
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+			return nil, err
+		}
+		gw, err := wire.Gateway(sys.Manager, ledger, o)
+		if err != nil {
+			return nil, fmt.Errorf("gateway %s: %w", g.ReplicaID, err)
+		}
+		out = append(out, gw)
+	}
+	return out, nil
+}
+
+// waitServing waits until gw listens and answers /readyz, and returns its
+// base URL.
+func waitServing(ctx context.Context, gw *server.Server) (string, error) {
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
 		return gw.Addr() != "", nil
 	}); err != nil {
-		return fmt.Errorf("gateway did not start: %w", err)
+		return "", fmt.Errorf("gateway did not start: %w", err)
 	}
-	s.BaseURL = "http://" + gw.Addr()
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
-		resp, err := http.Get(s.BaseURL + "/readyz")
+	base := "http://" + gw.Addr()
+	return base, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
+		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false, nil
 		}

@@ -2,11 +2,12 @@
 // starts a fast fake OpenAI-compatible upstream, a bare
 // net/http/httputil.ReverseProxy in front of it, and the whole stack (envtest
 // control plane, ledger with usage logging, controllers, gateway) loaded with
-// many tokens and routes; drives the three with the same bounded concurrent
-// load, non-streaming and streaming; prints requests/s and latency
-// percentiles, the gateway's added latency and its throughput relative to
-// the bare proxy; and checks that every successful gateway request left
-// exactly one usage row in the ledger. It exits non-zero on any failed
+// many tokens and routes, with a gateway replica per usage durability
+// (-usage-durability, default both: disk and process); drives them all
+// with the same bounded concurrent load, non-streaming and streaming;
+// prints requests/s and latency percentiles, each gateway's added latency
+// and its throughput relative to the bare proxy; and checks that every
+// successful gateway request left exactly one usage row in the ledger. It exits non-zero on any failed
 // request, a missing row, or a setup error.
 package main
 
@@ -81,7 +82,7 @@ func main() {
 		warm       = flag.Bool("warmup", true, "send one gateway request per token before measuring (takes each token's quota lease)")
 		timeout    = flag.Duration("timeout", 25*time.Minute, "abort the whole run after this long")
 		verbose    = flag.Bool("v", false, "controller and gateway logs")
-		durability = flag.String("usage-durability", "disk", "the gateway's --usage-durability: disk or process")
+		durability = flag.String("usage-durability", "disk,process", "comma-separated --usage-durability values (disk, process): one gateway replica each, measured side by side")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -90,7 +91,7 @@ func main() {
 	} else {
 		ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	}
-	durable, err := usagelog.ParseDurability(*durability)
+	durable, err := parseDurabilities(*durability)
 	if err != nil {
 		log.Printf("FAIL: %v", err)
 		os.Exit(2)
@@ -114,7 +115,7 @@ func loadavg() string {
 }
 
 func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, chunks int, chunkDelay time.Duration,
-	dsn string, syncPeriod time.Duration, profDir string, modes []string, rounds int, warm, verbose bool, durable usagelog.Durability,
+	dsn string, syncPeriod time.Duration, profDir string, modes []string, rounds int, warm, verbose bool, durable []gatewayTarget,
 	openN int) (err error) {
 	ctx := context.Background()
 	log.Printf("loadbench: %s, GOMAXPROCS %d, NumCPU %d, load average %s", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
@@ -136,7 +137,12 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	}
 	defer os.RemoveAll(dir)
 	begin := time.Now()
-	st, err := bench.StartStack(bench.StackOptions{DSN: dsn, Dir: dir, SyncPeriod: syncPeriod, UsageDurability: durable})
+	var more []usagelog.Durability
+	for _, g := range durable[1:] {
+		more = append(more, g.durability)
+	}
+	st, err := bench.StartStack(bench.StackOptions{DSN: dsn, Dir: dir, SyncPeriod: syncPeriod,
+		UsageDurability: durable[0].durability, MoreDurabilities: more})
 	if err != nil {
 		return fmt.Errorf("start stack: %w", err)
 	}
@@ -149,7 +155,8 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	if dsn != "" {
 		ledgerName = "PostgreSQL"
 	}
-	log.Printf("stack up in %s: gateway %s, ledger %s", time.Since(begin).Round(time.Millisecond), st.BaseURL, ledgerName)
+	gatewayURLs := append([]string{st.BaseURL}, st.MoreURLs...)
+	log.Printf("stack up in %s: gateways %s, ledger %s", time.Since(begin).Round(time.Millisecond), strings.Join(gatewayURLs, " "), ledgerName)
 	seeded, err := bench.Seed(ctx, st, bench.SeedOptions{Tenants: nTenants, Tokens: nTokens, Routes: nRoutes,
 		Writers: writers, UpstreamURL: up.URL, Log: log.Printf})
 	if err != nil {
@@ -187,30 +194,39 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 			return req, nil
 		}
 	}
-	clients := map[string]*http.Client{"upstream direct": bench.NewClient(), "bare ReverseProxy": bench.NewClient(), "modelgate": bench.NewClient()}
-	bases := map[string]string{"upstream direct": up.URL, "bare ReverseProxy": rp.URL, "modelgate": st.BaseURL}
+	clients := map[string]*http.Client{"upstream direct": bench.NewClient(), "bare ReverseProxy": bench.NewClient()}
+	bases := map[string]string{"upstream direct": up.URL, "bare ReverseProxy": rp.URL}
+	targets := []string{"upstream direct", "bare ReverseProxy"}
+	gateways := map[string]bool{}
+	for i, g := range durable {
+		clients[g.name], bases[g.name], gateways[g.name] = bench.NewClient(), gatewayURLs[i], true
+		targets = append(targets, g.name)
+	}
 	var gatewayOK int64
 	var failed int
 
 	if warm {
-		// One request per token, in order: each token's first request takes
-		// its quota lease from the ledger (a database round trip, by design);
-		// the measured phases then see the steady state.
-		begin := time.Now()
-		var next int
-		keys := seeded.Keys
-		res := bench.Load{Concurrency: conc, Duration: 10 * time.Minute, Requests: len(keys), Client: clients["modelgate"],
-			NewRequest: func(rng *rand.Rand) (*http.Request, error) {
-				req, err := newReq(st.BaseURL, false)(rng)
-				if err == nil {
-					req.Header["Authorization"] = []string{keys[nextIndex(&next, len(keys))]}
-				}
-				return req, err
-			}}.Run(ctx)
-		gatewayOK += int64(res.OK)
-		failed += res.Failed
-		log.Printf("warm-up: %d gateway requests (one per token) in %s, %.0f req/s, %d failed %s",
-			res.OK, time.Since(begin).Round(time.Millisecond), res.RPS(), res.Failed, res.ErrorSummary())
+		// One request per token and gateway, in order: each token's first
+		// request takes its quota lease (one per replica) from the ledger
+		// (a database round trip, by design); the measured phases then see
+		// the steady state.
+		for _, g := range durable {
+			begin := time.Now()
+			var next int
+			keys := seeded.Keys
+			res := bench.Load{Concurrency: conc, Duration: 10 * time.Minute, Requests: len(keys), Client: clients[g.name],
+				NewRequest: func(rng *rand.Rand) (*http.Request, error) {
+					req, err := newReq(bases[g.name], false)(rng)
+					if err == nil {
+						req.Header["Authorization"] = []string{keys[nextIndex(&next, len(keys))]}
+					}
+					return req, err
+				}}.Run(ctx)
+			gatewayOK += int64(res.OK)
+			failed += res.Failed
+			log.Printf("warm-up, %s: %d gateway requests (one per token) in %s, %.0f req/s, %d failed %s", g.name,
+				res.OK, time.Since(begin).Round(time.Millisecond), res.RPS(), res.Failed, res.ErrorSummary())
+		}
 	}
 
 	// Each mode's measured time per target is split into rounds that cycle
@@ -218,16 +234,15 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	// (other jobs, the controllers' periodic mirror) falls on all three
 	// alike instead of on whichever phase it happens to hit.
 	var rows []row
-	targets := []string{"upstream direct", "bare ReverseProxy", "modelgate"}
 	var opens []openRow
-	// perRound: the gateway's rate over the bare proxy's in each round of
-	// a mode, the run's own measure of its spread.
-	perRound := map[string][]float64{}
+	// perRound: each gateway's rate over the bare proxy's in each round of
+	// a mode, by mode and gateway: the run's own measure of its spread.
+	perRound := map[string]map[string][]float64{}
 	for _, mode := range modes {
 		if mode == "open" {
 			for _, target := range targets {
 				r := openStreams(ctx, target, bases[target], up, newReq, openN, profDir)
-				if target == "modelgate" {
+				if gateways[target] {
 					gatewayOK += int64(r.Completed)
 				}
 				for _, c := range r.Errors {
@@ -245,12 +260,13 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 			// A short unmeasured run first: connections open, caches warm.
 			wr := bench.Load{Concurrency: conc, Duration: time.Second, Client: clients[target],
 				NewRequest: newReq(bases[target], stream), Stream: stream}.Run(ctx)
-			if target == "modelgate" {
+			if gateways[target] {
 				gatewayOK += int64(wr.OK)
 			}
 			failed += wr.Failed
 			merged[target] = &bench.Result{Errors: map[string]int{}}
 		}
+		perRound[mode] = map[string][]float64{}
 		for round := range rounds {
 			rps := map[string]float64{}
 			for _, target := range targets {
@@ -261,7 +277,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				}
 				var stop func()
 				if profDir != "" {
-					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%s-%d", profileName[target], mode, round+1)); err != nil {
+					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%s-%d", profileName(target, durable), mode, round+1)); err != nil {
 						return err
 					}
 				}
@@ -275,7 +291,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				if stop != nil {
 					stop()
 				}
-				if target == "modelgate" {
+				if gateways[target] {
 					gatewayOK += int64(r.OK)
 				}
 				failed += r.Failed
@@ -283,13 +299,15 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				rps[target] = r.RPS()
 			}
 			if p := rps["bare ReverseProxy"]; p > 0 {
-				perRound[mode] = append(perRound[mode], rps["modelgate"]/p)
+				for _, g := range durable {
+					perRound[mode][g.name] = append(perRound[mode][g.name], rps[g.name]/p)
+				}
 			}
 		}
 		for _, target := range targets {
 			r := *merged[target]
 			rw := row{target, mode, r, cpu[target], controlPlane[target]}
-			log.Printf("%-17s %-6s %8.0f req/s  p50 %-9s p99 %-9s CPU/req %-8s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
+			log.Printf("%-19s %-6s %8.0f req/s  p50 %-9s p99 %-9s CPU/req %-8s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
 				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), rw.cpuPerReq().Round(time.Microsecond),
 				r.OK, r.Failed, loads[target], r.ErrorSummary())
 			rows = append(rows, rw)
@@ -327,7 +345,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		}
 		for _, r := range rows {
 			add50, add99, addCPU, pct := "", "", "", ""
-			if r.target == "modelgate" {
+			if gateways[r.target] {
 				d, p := find("upstream direct", r.mode), find("bare ReverseProxy", r.mode)
 				add50 = ms(r.r.Pct(50) - d.r.Pct(50))
 				add99 = ms(r.r.Pct(99) - d.r.Pct(99))
@@ -339,8 +357,10 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		}
 	}
 	for _, mode := range modes {
-		if r := perRound[mode]; len(r) > 0 {
-			fmt.Printf("\nmodelgate ÷ bare proxy req/s, %s, per round: %s (min %.0f%%, max %.0f%%)", mode, percents(r), 100*slices.Min(r), 100*slices.Max(r))
+		for _, g := range durable {
+			if r := perRound[mode][g.name]; len(r) > 0 {
+				fmt.Printf("\n%s ÷ bare proxy req/s, %s, per round: %s (min %.0f%%, max %.0f%%)", g.name, mode, percents(r), 100*slices.Min(r), 100*slices.Max(r))
+			}
 		}
 	}
 	fmt.Println()
@@ -385,8 +405,50 @@ func nextIndex(p *int, n int) int {
 	return i
 }
 
-// profileName is a target's name in its profiles' file names.
-var profileName = map[string]string{"upstream direct": "upstream", "bare ReverseProxy": "proxy", "modelgate": "gateway"}
+// profileName is a target's name in its profiles' file names: upstream,
+// proxy, gateway (the first gateway) and gateway-DURABILITY (the others).
+func profileName(target string, gateways []gatewayTarget) string {
+	switch target {
+	case "upstream direct":
+		return "upstream"
+	case "bare ReverseProxy":
+		return "proxy"
+	}
+	for i, g := range gateways {
+		if g.name == target && i > 0 {
+			return "gateway-" + g.value
+		}
+	}
+	return "gateway"
+}
+
+// gatewayTarget is a gateway replica under load and its usage durability.
+type gatewayTarget struct {
+	name, value string // "modelgate (disk)", "disk"
+	durability  usagelog.Durability
+}
+
+// parseDurabilities reads -usage-durability: a gateway target per value.
+func parseDurabilities(list string) ([]gatewayTarget, error) {
+	var out []gatewayTarget
+	for _, v := range strings.Split(list, ",") {
+		v = strings.TrimSpace(v)
+		d, err := usagelog.ParseDurability(v)
+		if err != nil {
+			return nil, err
+		}
+		if v == "" {
+			v = "disk"
+		}
+		for _, g := range out {
+			if g.value == v {
+				return nil, fmt.Errorf("usage durability %q given twice", v)
+			}
+		}
+		out = append(out, gatewayTarget{name: "modelgate (" + v + ")", value: v, durability: d})
+	}
+	return out, nil
+}
 
 // startProfile starts a CPU profile of the whole process into DIR/NAME.pprof.
 func startProfile(dir, name string) (func(), error) {

@@ -72,7 +72,7 @@ func heapProfile(dir, target string) func(stage string) {
 		return nil
 	}
 	return func(stage string) {
-		path := filepath.Join(dir, "open-"+strings.ReplaceAll(target, " ", "-")+"-"+stage+".heap")
+		path := filepath.Join(dir, "open-"+strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(target)+"-"+stage+".heap")
 		f, err := os.Create(path)
 		if err == nil {
 			err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
