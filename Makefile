@@ -110,7 +110,7 @@ helm-lint: helm ## Lint charts/modelgate with default and with full values (test
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: envtest ## Load harness: fake upstream, bare reverse proxy and the full gateway under the same load (docs/performance.md). BENCH_FLAGS="-d 20s -cpuprofile /tmp/prof" etc.
+bench: envtest ## Load harness: fake upstream, bare reverse proxy and the full gateway (a replica per usage durability: disk, process) under the same load (docs/performance.md). BENCH_FLAGS="-d 20s -cpuprofile /tmp/prof" etc.
 	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go run ./test/bench/cmd/loadbench $(BENCH_FLAGS)
 
 .PHONY: bench-streams
