@@ -70,9 +70,9 @@ func InformerIndexer(ctx context.Context, c ctrlcache.Cache, obj client.Object, 
 		return nil, fmt.Errorf("informer for %T exposes no indexer", obj)
 	}
 	indexer := withIndexer.GetIndexer()
-	missing := toolscache.Indexers{}
+	have, missing := indexer.GetIndexers(), toolscache.Indexers{}
 	for name, fn := range ix {
-		if _, ok := indexer.GetIndexers()[name]; !ok {
+		if _, ok := have[name]; !ok {
 			missing[name] = fn
 		}
 	}

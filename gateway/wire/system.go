@@ -67,6 +67,9 @@ type System struct {
 	// Blobs is the blob store the controllers write generated media to and
 	// the gateway serves and signs; nil without one configured.
 	Blobs *blob.Store
+
+	ledger    *store.Store
+	namespace string
 }
 
 // NewSystem builds the manager with modelgate's scheme and cache indexes,
@@ -105,7 +108,7 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	s := &System{Manager: mgr}
+	s := &System{Manager: mgr, ledger: o.Ledger, namespace: o.SystemNamespace}
 	if err := s.openBlobs(o); err != nil {
 		return nil, err
 	}
@@ -118,9 +121,7 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 		metrics.RegisterTaskPhases(mgr.GetCache())
 	}
 	if o.Gateway != nil {
-		gopts := *o.Gateway
-		gopts.SystemNamespace, gopts.Blobs = o.SystemNamespace, s.Blobs
-		if s.Gateway, err = Gateway(mgr, o.Ledger, gopts); err != nil {
+		if s.Gateway, err = s.AddGateway(*o.Gateway); err != nil {
 			return nil, err
 		}
 	}
@@ -157,6 +158,15 @@ func (s *System) addHealthChecks(ctx context.Context, ledger *store.Store) error
 		return err
 	}
 	return s.Manager.AddReadyzCheck("ledger", func(*http.Request) error { return ledger.Ping(ctx) })
+}
+
+// AddGateway builds a gateway with options o on the system's manager,
+// ledger, system namespace and blob store, and adds it to the manager.
+// NewSystem adds SystemOptions.Gateway this way; the load harness adds
+// more replicas to compare their configurations in one process.
+func (s *System) AddGateway(o Options) (*server.Server, error) {
+	o.SystemNamespace, o.Blobs = s.namespace, s.Blobs
+	return Gateway(s.Manager, s.ledger, o)
 }
 
 // Start runs the manager (controllers, gateway, endpoints) until ctx ends.

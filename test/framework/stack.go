@@ -138,7 +138,7 @@ func (s *Stack) start(o StackOptions) error {
 		return err
 	}
 	s.Cache, s.Blobs = sys.Manager.GetCache(), sys.Blobs
-	more, err := addGateways(sys, s.Ledger, gwOpts, o.MoreGateways)
+	more, err := addGateways(sys, gwOpts, o.MoreGateways)
 	if err != nil {
 		return err
 	}
@@ -156,20 +156,19 @@ func (s *Stack) start(o StackOptions) error {
 	return nil
 }
 
-// addGateways adds a gateway replica per entry of more to the system's
-// manager, configured as base but for its replica ID, durability and data
+// addGateways adds a gateway replica per entry of more to the system,
+// configured as base but for its replica ID, durability and data
 // directory (base's, plus the replica ID).
-func addGateways(sys *wire.System, ledger *store.Store, base wire.Options, more []GatewayOptions) ([]*server.Server, error) {
+func addGateways(sys *wire.System, base wire.Options, more []GatewayOptions) ([]*server.Server, error) {
 	var out []*server.Server
 	for _, g := range more {
 		o := base
-		o.SystemNamespace, o.Blobs = SystemNamespace, sys.Blobs
 		o.ReplicaID, o.UsageDurability = g.ReplicaID, g.UsageDurability
 		o.DataDir = filepath.Join(base.DataDir, g.ReplicaID)
 		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 			return nil, err
 		}
-		gw, err := wire.Gateway(sys.Manager, ledger, o)
+		gw, err := sys.AddGateway(o)
 		if err != nil {
 			return nil, fmt.Errorf("gateway %s: %w", g.ReplicaID, err)
 		}

@@ -7,8 +7,8 @@
 // with the same bounded concurrent load, non-streaming and streaming;
 // prints requests/s and latency percentiles, each gateway's added latency
 // and its throughput relative to the bare proxy; and checks that every
-// successful gateway request left exactly one usage row in the ledger. It exits non-zero on any failed
-// request, a missing row, or a setup error.
+// successful gateway request left exactly one usage row in the ledger. It
+// exits non-zero on any failed request, a missing row, or a setup error.
 package main
 
 import (
@@ -196,10 +196,12 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	}
 	clients := map[string]*http.Client{"upstream direct": bench.NewClient(), "bare ReverseProxy": bench.NewClient()}
 	bases := map[string]string{"upstream direct": up.URL, "bare ReverseProxy": rp.URL}
+	// profiles: a target's name in its profiles' file names.
+	profiles := map[string]string{"upstream direct": "upstream", "bare ReverseProxy": "proxy"}
 	targets := []string{"upstream direct", "bare ReverseProxy"}
 	gateways := map[string]bool{}
 	for i, g := range durable {
-		clients[g.name], bases[g.name], gateways[g.name] = bench.NewClient(), gatewayURLs[i], true
+		clients[g.name], bases[g.name], profiles[g.name], gateways[g.name] = bench.NewClient(), gatewayURLs[i], g.profile, true
 		targets = append(targets, g.name)
 	}
 	var gatewayOK int64
@@ -231,7 +233,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 
 	// Each mode's measured time per target is split into rounds that cycle
 	// through the targets, so a change in the machine's load during the run
-	// (other jobs, the controllers' periodic mirror) falls on all three
+	// (other jobs, the controllers' periodic mirror) falls on all targets
 	// alike instead of on whichever phase it happens to hit.
 	var rows []row
 	var opens []openRow
@@ -277,7 +279,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 				}
 				var stop func()
 				if profDir != "" {
-					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%s-%d", profileName(target, durable), mode, round+1)); err != nil {
+					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%s-%d", profiles[target], mode, round+1)); err != nil {
 						return err
 					}
 				}
@@ -405,27 +407,11 @@ func nextIndex(p *int, n int) int {
 	return i
 }
 
-// profileName is a target's name in its profiles' file names: upstream,
-// proxy, gateway (the first gateway) and gateway-DURABILITY (the others).
-func profileName(target string, gateways []gatewayTarget) string {
-	switch target {
-	case "upstream direct":
-		return "upstream"
-	case "bare ReverseProxy":
-		return "proxy"
-	}
-	for i, g := range gateways {
-		if g.name == target && i > 0 {
-			return "gateway-" + g.value
-		}
-	}
-	return "gateway"
-}
-
 // gatewayTarget is a gateway replica under load and its usage durability.
 type gatewayTarget struct {
-	name, value string // "modelgate (disk)", "disk"
-	durability  usagelog.Durability
+	name       string // "modelgate (disk)"
+	profile    string // in profile file names: gateway (the first), gateway-process (the others)
+	durability usagelog.Durability
 }
 
 // parseDurabilities reads -usage-durability: a gateway target per value.
@@ -440,12 +426,14 @@ func parseDurabilities(list string) ([]gatewayTarget, error) {
 		if v == "" {
 			v = "disk"
 		}
-		for _, g := range out {
-			if g.value == v {
-				return nil, fmt.Errorf("usage durability %q given twice", v)
-			}
+		g := gatewayTarget{name: "modelgate (" + v + ")", profile: "gateway", durability: d}
+		if len(out) > 0 {
+			g.profile = "gateway-" + v
 		}
-		out = append(out, gatewayTarget{name: "modelgate (" + v + ")", value: v, durability: d})
+		if slices.ContainsFunc(out, func(o gatewayTarget) bool { return o.name == g.name }) {
+			return nil, fmt.Errorf("usage durability %q given twice", v)
+		}
+		out = append(out, g)
 	}
 	return out, nil
 }
