@@ -153,54 +153,60 @@ func BenchmarkInsertUsage(b *testing.B) {
 
 // BenchmarkInsertUsageCharged is the usage writer's load in the gateway
 // under make bench: batches of 5 000 lease-charged rows (the writer's
-// BatchSize), each for a random pair of 1 000 tokens of 10 tenants and 100
-// models, with request IDs as the gateway makes them. Reported per row.
+// BatchSize), each for a random pair of tokens (1 000, or make bench's
+// default 10 000) of 10 tenants and 100 models, with request IDs as the
+// gateway makes them. Reported per row.
 //
 //	go test -run '^$' -bench InsertUsageCharged ./gateway/store/
 func BenchmarkInsertUsageCharged(b *testing.B) {
-	const tokens, tenants, models, batchRows = 1000, 10, 100, 5000
+	for _, be := range backends {
+		for _, tokens := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("%s/tokens=%d", be.name, tokens), func(b *testing.B) {
+				benchInsertCharged(b, openStore(b, be.dsn(b)), tokens)
+			})
+		}
+	}
+}
+
+func benchInsertCharged(b *testing.B, s *Store, tokens int) {
+	const tenants, models, batchRows = 10, 100, 5000
+	ctx := context.Background()
 	names := make([]string, models)
 	for i := range names {
 		names[i] = fmt.Sprintf("model-%03d", i)
 	}
-	for _, be := range backends {
-		b.Run(be.name, func(b *testing.B) {
-			ctx := context.Background()
-			s := openStore(b, be.dsn(b))
-			l := s.NewLeaser(LeaseConfig{ReplicaID: "bench", Chunk: 500_000, TTL: time.Hour})
-			type tok struct{ id, user, lease int64 }
-			toks := make([]tok, tokens)
-			users := make([]int64, tenants)
-			for i := range users {
-				a := newAccount(b, s, 1<<50, 0, TokenLimits{})
-				users[i] = a.userID
-			}
-			for i := range toks {
-				u := users[i%tenants]
-				id, err := s.EnsureToken(ctx, TokenSpec{UID: fmt.Sprint("bench-tok-", i), UserID: u, Name: "k", RemainQuota: 1 << 40})
-				if err != nil {
-					b.Fatal(err)
-				}
-				h, err := l.Reserve(ctx, "", id, u, 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				toks[i] = tok{id, u, h.leaseID}
-			}
-			batch := make([]UsageRow, batchRows)
-			rng := rand.New(rand.NewPCG(1, 2))
-			b.ResetTimer()
-			for b.Loop() {
-				for i := range batch {
-					t := toks[rng.IntN(tokens)]
-					batch[i] = UsageRow{RequestID: NewRequestID(), UserID: t.user, TokenID: t.id, TokenName: "k", ModelName: names[rng.IntN(models)],
-						PromptTokens: 12, CompletionTokens: 20, Quota: 100, Charge: Charge{Apply: true, LeaseID: t.lease}}
-				}
-				if _, err := s.InsertUsage(ctx, batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "rows/s")
-		})
+	l := s.NewLeaser(LeaseConfig{ReplicaID: "bench", Chunk: 500_000, TTL: time.Hour})
+	type tok struct{ id, user, lease int64 }
+	toks := make([]tok, tokens)
+	users := make([]int64, tenants)
+	for i := range users {
+		a := newAccount(b, s, 1<<50, 0, TokenLimits{})
+		users[i] = a.userID
 	}
+	for i := range toks {
+		u := users[i%tenants]
+		id, err := s.EnsureToken(ctx, TokenSpec{UID: fmt.Sprint("bench-tok-", i), UserID: u, Name: "k", RemainQuota: 1 << 40})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h, err := l.Reserve(ctx, "", id, u, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks[i] = tok{id, u, h.leaseID}
+	}
+	batch := make([]UsageRow, batchRows)
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	for b.Loop() {
+		for i := range batch {
+			t := toks[rng.IntN(tokens)]
+			batch[i] = UsageRow{RequestID: NewRequestID(), UserID: t.user, TokenID: t.id, TokenName: "k", ModelName: names[rng.IntN(models)],
+				PromptTokens: 12, CompletionTokens: 20, Quota: 100, Charge: Charge{Apply: true, LeaseID: t.lease}}
+		}
+		if _, err := s.InsertUsage(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "rows/s")
 }

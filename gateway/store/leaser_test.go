@@ -416,3 +416,39 @@ func TestTwoLeasingReplicasSpendExactlyASmallBalance(t *testing.T) {
 		g.Expect(usageSum(t, stores[0], a.tokenID)).To(Equal(int64(ten.Used)))
 	})
 }
+
+// One batch mixes a row paid by a live lease with rows no lease paid for,
+// one of an unlimited key: each is charged from the right place. On SQLite
+// the unlimited flags are read only for the rows no lease paid for.
+func TestInsertUsageMixedCharges(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "gw-0", Chunk: 10_000})
+		leased := newAccount(t, s, 1_000_000, 100_000, TokenLimits{})
+		unlimited := newAccount(t, s, 1_000_000, 0, TokenLimits{Unlimited: true})
+		direct := newAccount(t, s, 1_000_000, 100_000, TokenLimits{})
+		h, err := l.Reserve(ctx, "", leased.tokenID, leased.userID, 100)
+		g.Expect(err).NotTo(HaveOccurred())
+		ch := settle(t, l, h, 50)
+		g.Expect(ch.LeaseID).NotTo(BeZero())
+		tokBefore, tenBefore := tokenBalance(t, s, leased.tokenID).Remain, tenantBalance(t, s, leased.userID).Remain
+
+		n, err := s.InsertUsage(ctx, []UsageRow{
+			{RequestID: "mix-leased", UserID: leased.userID, TokenID: leased.tokenID, Quota: 50, Charge: ch},
+			{RequestID: "mix-unlimited", UserID: unlimited.userID, TokenID: unlimited.tokenID, Quota: 30, Charge: Charge{Apply: true}},
+			{RequestID: "mix-direct", UserID: direct.userID, TokenID: direct.tokenID, Quota: 40, Charge: Charge{Apply: true}},
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(3))
+
+		g.Expect(tokenBalance(t, s, leased.tokenID).Balance).To(Equal(Balance{Remain: tokBefore, Used: 50}), "the lease paid")
+		g.Expect(tenantBalance(t, s, leased.userID)).To(Equal(Balance{Remain: tenBefore, Used: 50}))
+		g.Expect(tokenBalance(t, s, unlimited.tokenID).Balance).To(Equal(Balance{Used: 30, Unlimited: true}))
+		g.Expect(tenantBalance(t, s, unlimited.userID)).To(Equal(Balance{Remain: 1_000_000 - 30, Used: 30}))
+		g.Expect(tokenBalance(t, s, direct.tokenID).Balance).To(Equal(Balance{Remain: 100_000 - 40, Used: 40}))
+		g.Expect(tenantBalance(t, s, direct.userID)).To(Equal(Balance{Remain: 1_000_000 - 40, Used: 40}))
+		g.Expect(l.Close(ctx)).To(Succeed())
+	})
+}

@@ -281,37 +281,43 @@ func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRo
 // chargeKey groups charged rows by where their quota comes from.
 type chargeKey struct{ leaseID, tokenID, userID int64 }
 
-// applyCharges accounts the quota of newly inserted lease-path rows. Row
-// locks are taken tokens → tenants → leases, each in ID order, the same
-// order as every other quota transaction (a lease row is only written under
-// its token's lock, so the order among leases does not matter). Each table
-// is updated with one statement per chunk of rows, not one per row.
+// applyCharges accounts the quota of newly inserted lease-path rows. Each
+// table is updated with one statement per chunk of rows, not one per row.
+//
+// On PostgreSQL, row locks are taken tokens → tenants → leases, each in ID
+// order, the same order as every other quota transaction (a lease row is
+// only written under its token's lock, so the order among leases does not
+// matter). SQLite runs one write transaction at a time, so there is no lock
+// order to keep: it draws the leases first and reads the unlimited flags of
+// only the keys no lease paid for, usually none, which saves a lookup of
+// every token and tenant in the batch (docs/performance.md, "Stop 38").
 func (s *Store) applyCharges(ctx context.Context, tx *sql.Tx, rows []UsageRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	sums := map[chargeKey]int64{}
 	draws := map[leaseKey]int64{}
-	var tokenIDs, userIDs []int64
 	for _, r := range rows {
 		sums[chargeKey{r.Charge.LeaseID, r.TokenID, r.UserID}] += int64(r.Quota)
 		if r.Charge.LeaseID != 0 {
 			draws[leaseKey{r.Charge.LeaseID, r.TokenID}] += int64(r.Quota)
 		}
-		tokenIDs = append(tokenIDs, r.TokenID)
-		userIDs = append(userIDs, r.UserID)
 	}
-	tokenUnlimited, err := s.lockFlags(ctx, tx, "tokens", "token_id", tokenIDs)
-	if err != nil {
-		return err
-	}
-	tenantUnlimited, err := s.lockFlags(ctx, tx, "tenants", "user_id", userIDs)
-	if err != nil {
-		return err
+	var flags balanceFlags
+	var err error
+	if s.dialect == postgres {
+		if flags, err = s.lockBalances(ctx, tx, sums, nil); err != nil {
+			return err
+		}
 	}
 	drawn, err := s.drawLeases(ctx, tx, draws)
 	if err != nil {
 		return err
+	}
+	if s.dialect != postgres {
+		if flags, err = s.lockBalances(ctx, tx, sums, drawn); err != nil {
+			return err
+		}
 	}
 	tokRemain, tokUsed := map[int64]int64{}, map[int64]int64{}
 	tenRemain, tenUsed := map[int64]int64{}, map[int64]int64{}
@@ -323,14 +329,36 @@ func (s *Store) applyCharges(ctx context.Context, tx *sql.Tx, rows []UsageRow) e
 		}
 		// No lease (unbounded path, or the lease was returned or swept
 		// before the row arrived): charge the balances directly.
-		if !tokenUnlimited[k.tokenID] {
+		if !flags.token[k.tokenID] {
 			tokRemain[k.tokenID] -= q
 		}
-		if !tenantUnlimited[k.userID] {
+		if !flags.tenant[k.userID] {
 			tenRemain[k.userID] -= q
 		}
 	}
 	return s.addBalances(ctx, tx, tokRemain, tokUsed, tenRemain, tenUsed)
+}
+
+// balanceFlags are the unlimited flags of tokens and tenants, by ID.
+type balanceFlags struct{ token, tenant map[int64]bool }
+
+// lockBalances locks the token and tenant rows of the charges in sums,
+// except those drawn from a lease, and returns their unlimited flags.
+func (s *Store) lockBalances(ctx context.Context, tx *sql.Tx, sums map[chargeKey]int64, drawn map[leaseKey]bool) (balanceFlags, error) {
+	var tokenIDs, userIDs []int64
+	for k := range sums {
+		if !drawn[leaseKey{k.leaseID, k.tokenID}] {
+			tokenIDs = append(tokenIDs, k.tokenID)
+			userIDs = append(userIDs, k.userID)
+		}
+	}
+	var f balanceFlags
+	var err error
+	if f.token, err = s.lockFlags(ctx, tx, "tokens", "token_id", tokenIDs); err != nil {
+		return f, err
+	}
+	f.tenant, err = s.lockFlags(ctx, tx, "tenants", "user_id", userIDs)
+	return f, err
 }
 
 // leaseKey is a lease and the token it must belong to.
