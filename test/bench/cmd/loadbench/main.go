@@ -37,6 +37,7 @@ import (
 
 type row struct {
 	target, mode string
+	gateway      bool
 	r            bench.Result
 	cpu          time.Duration // this process's CPU time during the measured rounds
 	// controlPlane is the CPU time kube-apiserver and etcd used during
@@ -194,16 +195,14 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 			return req, nil
 		}
 	}
-	clients := map[string]*http.Client{"upstream direct": bench.NewClient(), "bare ReverseProxy": bench.NewClient()}
-	bases := map[string]string{"upstream direct": up.URL, "bare ReverseProxy": rp.URL}
-	// profiles: a target's name in its profiles' file names.
-	profiles := map[string]string{"upstream direct": "upstream", "bare ReverseProxy": "proxy"}
-	targets := []string{"upstream direct", "bare ReverseProxy"}
-	gateways := map[string]bool{}
+	var gateways []target
 	for i, g := range durable {
-		clients[g.name], bases[g.name], profiles[g.name], gateways[g.name] = bench.NewClient(), gatewayURLs[i], g.profile, true
-		targets = append(targets, g.name)
+		gateways = append(gateways, target{name: g.name, base: gatewayURLs[i], profile: g.profile, client: bench.NewClient(), gateway: true})
 	}
+	targets := append([]target{
+		{name: "upstream direct", base: up.URL, profile: "upstream", client: bench.NewClient()},
+		{name: "bare ReverseProxy", base: rp.URL, profile: "proxy", client: bench.NewClient()},
+	}, gateways...)
 	var gatewayOK int64
 	var failed int
 
@@ -212,13 +211,13 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		// request takes its quota lease (one per replica) from the ledger
 		// (a database round trip, by design); the measured phases then see
 		// the steady state.
-		for _, g := range durable {
+		for _, g := range gateways {
 			begin := time.Now()
 			var next int
 			keys := seeded.Keys
-			res := bench.Load{Concurrency: conc, Duration: 10 * time.Minute, Requests: len(keys), Client: clients[g.name],
+			res := bench.Load{Concurrency: conc, Duration: 10 * time.Minute, Requests: len(keys), Client: g.client,
 				NewRequest: func(rng *rand.Rand) (*http.Request, error) {
-					req, err := newReq(bases[g.name], false)(rng)
+					req, err := newReq(g.base, false)(rng)
 					if err == nil {
 						req.Header["Authorization"] = []string{keys[nextIndex(&next, len(keys))]}
 					}
@@ -242,15 +241,15 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	perRound := map[string]map[string][]float64{}
 	for _, mode := range modes {
 		if mode == "open" {
-			for _, target := range targets {
-				r := openStreams(ctx, target, bases[target], up, newReq, openN, profDir)
-				if gateways[target] {
+			for _, t := range targets {
+				r := openStreams(ctx, t.name, t.base, up, newReq, openN, profDir)
+				if t.gateway {
 					gatewayOK += int64(r.Completed)
 				}
 				for _, c := range r.Errors {
 					failed += c
 				}
-				opens = append(opens, openRow{target, r})
+				opens = append(opens, openRow{t.name, r})
 			}
 			continue
 		}
@@ -258,60 +257,60 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		merged := map[string]*bench.Result{}
 		cpu, controlPlane := map[string]time.Duration{}, map[string]time.Duration{}
 		loads := map[string]string{}
-		for _, target := range targets {
+		for _, t := range targets {
 			// A short unmeasured run first: connections open, caches warm.
-			wr := bench.Load{Concurrency: conc, Duration: time.Second, Client: clients[target],
-				NewRequest: newReq(bases[target], stream), Stream: stream}.Run(ctx)
-			if gateways[target] {
+			wr := bench.Load{Concurrency: conc, Duration: time.Second, Client: t.client,
+				NewRequest: newReq(t.base, stream), Stream: stream}.Run(ctx)
+			if t.gateway {
 				gatewayOK += int64(wr.OK)
 			}
 			failed += wr.Failed
-			merged[target] = &bench.Result{Errors: map[string]int{}}
+			merged[t.name] = &bench.Result{Errors: map[string]int{}}
 		}
 		perRound[mode] = map[string][]float64{}
 		for round := range rounds {
 			rps := map[string]float64{}
-			for _, target := range targets {
-				l := bench.Load{Concurrency: conc, Duration: dur / time.Duration(rounds), Client: clients[target],
-					NewRequest: newReq(bases[target], stream), Stream: stream}
+			for _, t := range targets {
+				l := bench.Load{Concurrency: conc, Duration: dur / time.Duration(rounds), Client: t.client,
+					NewRequest: newReq(t.base, stream), Stream: stream}
 				if n > 0 {
 					l.Requests = (n + rounds - 1) / rounds
 				}
 				var stop func()
 				if profDir != "" {
-					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%s-%d", profiles[target], mode, round+1)); err != nil {
+					if stop, err = startProfile(profDir, fmt.Sprintf("%s-%s-%d", t.profile, mode, round+1)); err != nil {
 						return err
 					}
 				}
 				if round == 0 {
-					loads[target] = loadavg()
+					loads[t.name] = loadavg()
 				}
 				cpu0, cp0 := cpuTime(), childrenCPU()
 				r := l.Run(ctx)
-				cpu[target] += cpuTime() - cpu0
-				controlPlane[target] += childrenCPU() - cp0
+				cpu[t.name] += cpuTime() - cpu0
+				controlPlane[t.name] += childrenCPU() - cp0
 				if stop != nil {
 					stop()
 				}
-				if gateways[target] {
+				if t.gateway {
 					gatewayOK += int64(r.OK)
 				}
 				failed += r.Failed
-				merged[target].Merge(r)
-				rps[target] = r.RPS()
+				merged[t.name].Merge(r)
+				rps[t.name] = r.RPS()
 			}
 			if p := rps["bare ReverseProxy"]; p > 0 {
-				for _, g := range durable {
+				for _, g := range gateways {
 					perRound[mode][g.name] = append(perRound[mode][g.name], rps[g.name]/p)
 				}
 			}
 		}
-		for _, target := range targets {
-			r := *merged[target]
-			rw := row{target, mode, r, cpu[target], controlPlane[target]}
-			log.Printf("%-19s %-6s %8.0f req/s  p50 %-9s p99 %-9s CPU/req %-8s ok %d failed %d  (load avg %s) %s", target, mode, r.RPS(),
+		for _, t := range targets {
+			r := *merged[t.name]
+			rw := row{t.name, mode, t.gateway, r, cpu[t.name], controlPlane[t.name]}
+			log.Printf("%-19s %-6s %8.0f req/s  p50 %-9s p99 %-9s CPU/req %-8s ok %d failed %d  (load avg %s) %s", t.name, mode, r.RPS(),
 				r.Pct(50).Round(time.Microsecond), r.Pct(99).Round(time.Microsecond), rw.cpuPerReq().Round(time.Microsecond),
-				r.OK, r.Failed, loads[target], r.ErrorSummary())
+				r.OK, r.Failed, loads[t.name], r.ErrorSummary())
 			rows = append(rows, rw)
 		}
 	}
@@ -337,9 +336,9 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	if len(rows) > 0 {
 		fmt.Println("| target | mode | req/s | p50 | p99 | CPU/req | added p50 | added p99 | added CPU/req vs bare proxy | % of bare proxy req/s | API server + etcd CPU in its rounds |")
 		fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-		find := func(target, mode string) row {
+		find := func(name, mode string) row {
 			for _, r := range rows {
-				if r.target == target && r.mode == mode {
+				if r.target == name && r.mode == mode {
 					return r
 				}
 			}
@@ -347,7 +346,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		}
 		for _, r := range rows {
 			add50, add99, addCPU, pct := "", "", "", ""
-			if gateways[r.target] {
+			if r.gateway {
 				d, p := find("upstream direct", r.mode), find("bare ReverseProxy", r.mode)
 				add50 = ms(r.r.Pct(50) - d.r.Pct(50))
 				add99 = ms(r.r.Pct(99) - d.r.Pct(99))
@@ -359,7 +358,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 		}
 	}
 	for _, mode := range modes {
-		for _, g := range durable {
+		for _, g := range gateways {
 			if r := perRound[mode][g.name]; len(r) > 0 {
 				fmt.Printf("\n%s ÷ bare proxy req/s, %s, per round: %s (min %.0f%%, max %.0f%%)", g.name, mode, percents(r), 100*slices.Min(r), 100*slices.Max(r))
 			}
@@ -405,6 +404,15 @@ func nextIndex(p *int, n int) int {
 	i := *p % n
 	*p++
 	return i
+}
+
+// target is one server under load: the fake upstream, the bare proxy or a
+// gateway replica.
+type target struct {
+	name, base string
+	profile    string // in profile file names
+	client     *http.Client
+	gateway    bool
 }
 
 // gatewayTarget is a gateway replica under load and its usage durability.
