@@ -40,6 +40,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/telemetry"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -122,6 +123,22 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	registerPprof(fs, &c.pprofAddr)
 	registerNetGuard(fs)
+	registerUpstream(fs)
+}
+
+// registerUpstream adds --upstream-response-header-timeout: the ceiling on
+// the wait for an upstream's response headers, whatever the backend's own
+// timeout (which ends a call earlier).
+func registerUpstream(fs *flag.FlagSet) {
+	fs.Func("upstream-response-header-timeout", fmt.Sprintf("longest wait for an upstream's response headers once the request is written, for every upstream call (a non-streamed answer's headers come with its whole body); a backend's timeoutSeconds ends a call earlier; 0 means no bound (default %s)", upstream.DefaultResponseHeaderTimeout),
+		func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err == nil && d < 0 {
+				err = errors.New("must not be negative")
+			}
+			upstream.SetResponseHeaderTimeout(d)
+			return err
+		})
 }
 
 // registerNetGuard adds --allow-private-networks: CIDRs or addresses that
@@ -189,6 +206,7 @@ func setupLogs(dev bool) {
 	logger := zap.New(zap.UseDevMode(dev), zap.Level(zapcore.InfoLevel))
 	ctrl.SetLogger(logger)
 	slog.SetDefault(slog.New(logr.ToSlogHandler(logger)))
+	telemetry.RouteStdLog(slog.Default())
 	otel.SetLogger(logger.WithName("otel")) // export failures in the process's own log format
 }
 
@@ -437,6 +455,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&d.database, "database", "", "ledger DSN, e.g. postgres://user@localhost/modelgate for a PostgreSQL you already run; default: SQLite in the data directory")
 	registerHousekeeping(fs, &d.housekeep)
 	registerNetGuard(fs)
+	registerUpstream(fs)
 	registerPprof(fs, &d.pprofAddr)
 	_ = fs.Parse(args)
 	setupLogs(true)

@@ -12,54 +12,63 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/gateway/netguard"
-	"github.com/modelgate/modelgate/gateway/upstream/h1"
 )
 
 // dialer opens upstream connections: bounded dial time, TCP keep-alive.
 var dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 
-// Transport is the shared upstream transport of every adapter for HTTPS
-// (and what plainHTTP leaves to it): many idle connections per host (the
-// text hot path reuses them), HTTP/2 when the upstream offers it, bounded
-// dial and TLS times.
+// MaxResponseHeaderBytes bounds an upstream answer's status line and
+// headers, 1xx answers included. A model API's headers are a few KiB; a
+// peer that sends more fails the call instead of growing the heap.
+const MaxResponseHeaderBytes = 1 << 20
+
+// DefaultResponseHeaderTimeout bounds the wait for an upstream's response
+// headers after the request is written (SetResponseHeaderTimeout). A
+// non-streamed answer arrives whole, headers last, so the bound is a
+// ceiling above any backend's own timeout (timeoutSeconds), which ends a
+// call earlier: the ceiling ends a silent upstream whose caller set none.
+const DefaultResponseHeaderTimeout = 10 * time.Minute
+
+// Transport is the upstream transport of every adapter, HTTPS and plain
+// HTTP alike: net/http's, which reads each idle connection continuously and
+// closes one that sends bytes nobody asked for, so no byte of one answer
+// can reach the next request on a pooled connection. Many idle connections
+// per host (the text hot path reuses them), HTTP/2 when the upstream
+// offers it, bounded dial, TLS and header times, a header size cap.
 var Transport = &http.Transport{
-	Proxy:                 http.ProxyFromEnvironment,
-	DialContext:           dialer.DialContext,
-	ForceAttemptHTTP2:     true,
-	MaxIdleConns:          4096,
-	MaxIdleConnsPerHost:   1024,
-	IdleConnTimeout:       90 * time.Second,
-	TLSHandshakeTimeout:   10 * time.Second,
-	ExpectContinueTimeout: time.Second,
-	// An open stream over HTTP/1.1 here (an HTTPS upstream without HTTP/2)
-	// holds one connection's pair of buffers for its whole life, and reads and writes larger than a buffer pass it by (bufio), so
-	// bigger buffers bought no throughput but cost 56 KiB per open stream.
-	// The read buffer keeps the default 4 KiB: it takes a burst of events in
-	// one read. The write buffer holds a request's headers (and a small body)
-	// once per request and then sits idle for the stream's life: 1 KiB of it
-	// still sends a short request in one write, a longer body goes out in a
-	// second (docs/performance.md, "Memory per open stream").
+	Proxy:                  http.ProxyFromEnvironment,
+	DialContext:            dialer.DialContext,
+	ForceAttemptHTTP2:      true,
+	MaxIdleConns:           4096,
+	MaxIdleConnsPerHost:    1024,
+	IdleConnTimeout:        90 * time.Second,
+	TLSHandshakeTimeout:    10 * time.Second,
+	ExpectContinueTimeout:  time.Second,
+	ResponseHeaderTimeout:  DefaultResponseHeaderTimeout,
+	MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+	// An open stream over HTTP/1.1 holds one connection's pair of buffers
+	// for its whole life, and reads and writes larger than a buffer pass
+	// it by (bufio), so bigger buffers buy no throughput but cost memory
+	// per open stream. The read buffer keeps the default 4 KiB: it takes a
+	// burst of events in one read. The write buffer holds a request's
+	// headers (and a small body) once per request and then sits idle for
+	// the stream's life: 1 KiB of it still sends a short request in one
+	// write, a longer body goes out in a second.
 	ReadBufferSize:  4 << 10,
 	WriteBufferSize: 1 << 10,
 }
 
-// plainHTTP serves plain-HTTP upstreams (a model server on the cluster's
-// network) without a goroutine or buffer per connection, which an open
-// stream through Transport would hold for its whole life (package h1,
-// docs/performance.md "Stop 34"); HTTPS and what else it does not serve go
-// to Transport.
-var plainHTTP = &h1.Transport{
-	Next:           Transport,
-	DialContext:    dialer.DialContext,
-	Proxy:          http.ProxyFromEnvironment,
-	MaxIdlePerHost: Transport.MaxIdleConnsPerHost,
-	IdleTimeout:    Transport.IdleConnTimeout,
+// SetResponseHeaderTimeout sets Transport's bound on the wait for response
+// headers (the gateway's and manager's --upstream-response-header-timeout);
+// call it at start, before any request. Zero or less: no bound.
+func SetResponseHeaderTimeout(d time.Duration) {
+	Transport.ResponseHeaderTimeout = max(d, 0)
 }
 
 // Client is the shared upstream HTTP client (platform-configured base
 // URLs). Time limits come from the request's context (see Invoke), not from
 // Client.Timeout, so streams can run as long as they need.
-var Client = &http.Client{Transport: plainHTTP}
+var Client = &http.Client{Transport: Transport}
 
 // RoundTrip sends a text request through c's transport alone, as a reverse
 // proxy does. A model API answers rather than redirects, and following a
