@@ -59,22 +59,23 @@ build: ## Build bin/modelgate.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/modelgate .
 
 .PHONY: test
-test: envtest lint ## Lint, then run every test: unit, envtest suites, end to end, each fuzz target briefly. Leaves generated files alone (see verify).
-	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go test $(GO_TEST_FLAGS) ./...
+test: envtest lint ## Lint, then run every test: unit, envtest suites, end to end (the gateway's packages under the race detector), each fuzz target briefly. Leaves generated files alone (see verify).
+	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v '/gateway/')
+	@$(MAKE) --no-print-directory test-race
 	@$(MAKE) --no-print-directory fuzz
 
-# Every native fuzz target (package and name); `make fuzz` runs each for
-# FUZZTIME on top of its checked-in corpus (testdata/fuzz).
-FUZZ_TARGETS := \
-	./gateway/translate:FuzzTranslateRequest ./gateway/translate:FuzzTranslateResponse \
-	./gateway/translate:FuzzChatUsageMatchesDecoder ./gateway/translate:FuzzSSEReader ./gateway/translate:FuzzSSEReaderMatchesSpec ./gateway/translate:FuzzSSERoundTrip ./gateway/translate:FuzzStreamTranslate ./gateway/translate:FuzzSetModel ./gateway/translate:FuzzModelShortcut ./gateway/translate:FuzzNullUsageShortcut \
-	./gateway/handlers:FuzzParseText ./gateway/handlers:FuzzFieldsMatchDecoder ./gateway/upstream:FuzzStreamFromBody \
-	./gateway/upstream/taskapi:FuzzDecodeTask ./gateway/upstream/h1:FuzzChunkedMatchesNetHTTP ./gateway/media:FuzzValidate
+.PHONY: test-race
+test-race: envtest ## The gateway's packages under the race detector (part of make test).
+	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go test -race $(GO_TEST_FLAGS) ./gateway/...
+
+# `make fuzz` runs every native fuzz target of the module (hack/fuzz.sh finds
+# them with `go test -list`) for FUZZTIME each, on top of its checked-in
+# corpus (testdata/fuzz).
 FUZZTIME ?= 3s
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 3s) each: parsers, translators, SSE decoders.
-	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh $(FUZZ_TARGETS)
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 ##@ Tools (pinned, installed into bin/)
 

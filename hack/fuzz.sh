@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Runs each fuzz target (package:Name) for FUZZTIME on top of its corpus.
+# Runs each fuzz target (package:Name) for FUZZTIME on top of its corpus;
+# with no arguments, every fuzz target in the module: the packages whose
+# tests declare one, each asked for its list (go test -list '^Fuzz'), so the
+# list is never kept by hand. `hack/fuzz.sh -list` prints it.
 #
 # Go 1.26's fuzz coordinator can fail a target with a bare "context deadline
 # exceeded" when -fuzztime runs out while a worker is starved of CPU
@@ -15,6 +18,21 @@ run() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" "$1" >"$log" 2>&1;
 deadline_flake() {
   grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"
 }
+
+# targets prints package:Name for every fuzz target of the module.
+targets() {
+  local pkgs
+  pkgs=$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
+  for pkg in $pkgs; do
+    go test -list '^Fuzz' "$pkg" | grep '^Fuzz' | sed "s|^|$pkg:|"
+  done
+}
+
+if [[ ${1:-} == -list ]]; then targets; exit 0; fi
+if (( $# == 0 )); then
+  mapfile -t all < <(targets)
+  set -- "${all[@]}"
+fi
 
 for t in "$@"; do
   pkg=${t%%:*} name=${t##*:}

@@ -77,25 +77,6 @@ type Deps struct {
 	// ImageProbe checks remote reference images of the multi-image family;
 	// nil skips those remote checks.
 	ImageProbe media.ImageProbe
-	// Detach takes an HTTP/1.1 stream's response off the server's
-	// connection (server.Server.Detach) once the stream has lasted
-	// DetachAfter (0: at its first wait); nil keeps every stream on it.
-	Detach      func(w http.ResponseWriter, r *http.Request) (DetachedStream, bool)
-	DetachAfter time.Duration
-}
-
-// DetachedStream is a response taken off the server's connection
-// (server.Detached): the handler returns, and the stream goes on writing
-// through it on a goroutine of its own.
-type DetachedStream interface {
-	http.ResponseWriter
-	FlushError() error
-	// Context carries the request's values; it ends when the client is gone.
-	Context() context.Context
-	// Finish ends the response and gives the connection back to the server.
-	Finish()
-	// Abort closes the connection: the response is cut short.
-	Abort()
 }
 
 // UsageSink takes usage rows (the gateway's is the usagelog.Writer).

@@ -74,15 +74,8 @@ func begin(endpoint, operation string, headers []string, rw http.ResponseWriter,
 	return w, r.WithContext(context.WithValue(ctx, requestInfoKey{}, info))
 }
 
-// end reports the finished request: its metrics and its span; a detached
-// stream's goroutine reports it when the stream ends (Text.detach).
+// end reports the finished request: its metrics and its span.
 func (o *observed) end() {
-	if !o.detached {
-		o.report()
-	}
-}
-
-func (o *observed) report() {
 	o.record(o.endpoint, o.info.model, o.info.backend)
 	endRequestSpan(o.info.span, o.status)
 }

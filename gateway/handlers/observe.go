@@ -24,9 +24,6 @@ type observed struct {
 	// info is the request's (instrument).
 	info     *requestInfo
 	endpoint string
-	// detached: the response went on past the handler (Text.detach), whose
-	// goroutine reports the request; instrument's end leaves it alone.
-	detached bool
 }
 
 func (o *observed) WriteHeader(code int) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -262,8 +261,7 @@ func (t *Text) chargeTokenLimits(p *auth.Principal, tokens int64) {
 // max_tokens on a route without a cap; settlement corrects it.
 const defaultOutputEstimate = 4096
 
-// serve delivers the upstream's answer. A stream that outlasts
-// Deps.DetachAfter over HTTP/1.1 goes on detached (see detach).
+// serve delivers the upstream's answer.
 func (t *Text) serve(w http.ResponseWriter, r *http.Request, p *auth.Principal, o opened) {
 	c, res, cand := o.call, o.res, o.cand
 	requestServed(c.span, *cand)
@@ -273,62 +271,10 @@ func (t *Text) serve(w http.ResponseWriter, r *http.Request, p *auth.Principal, 
 		t.answer(w, p, c, cand, res)
 		return
 	}
-	rl := startRelay(w, res.Stream, t.detachAt(r))
-	for t.pump(c.ctx, rl) { // it yielded: the stream is old enough to leave net/http
-		if t.detach(rl, r, p, o) {
-			return
-		}
-	}
+	rl := startRelay(w, res.Stream)
+	t.pump(c.ctx, rl)
 	t.endStream(p, c, cand, rl)
 	res.Close()
-}
-
-// detachAt is when a stream of r may leave net/http at its next wait; zero:
-// never (HTTP/2, whose streams share a connection and keep a 4 KiB stack,
-// or no Deps.Detach).
-func (t *Text) detachAt(r *http.Request) time.Time {
-	if t.Detach == nil || r.ProtoMajor != 1 {
-		return time.Time{}
-	}
-	return time.Now().Add(t.DetachAfter)
-}
-
-// detach goes on with an HTTP/1.1 stream on a goroutine of its own, over
-// the connection taken from net/http (Deps.Detach): a stream that waits
-// for its upstream then holds neither net/http's buffers for its
-// connection nor the stack its admission grew (docs/performance.md,
-// "Stop 33"). Only a stream that has lasted DetachAfter leaves, at a wait:
-// a short one finishes where it is and costs no more. False: it stays.
-func (t *Text) detach(rl *relay, r *http.Request, p *auth.Principal, o opened) bool {
-	obs, ok := rl.w.(*observed)
-	if !ok {
-		return false
-	}
-	d, ok := t.Detach(obs.ResponseWriter, r)
-	if !ok {
-		return false
-	}
-	// relay writes through obs, and its ResponseController unwraps obs at
-	// every flush, so both now reach the detached response.
-	obs.ResponseWriter, obs.detached = d, true
-	c := o.call
-	c.ctx = d.Context()
-	go func() {
-		defer func() {
-			// net/http would have recovered a handler's panic and closed
-			// the connection; a detached stream does the same.
-			if v := recover(); v != nil {
-				log.FromContext(c.ctx).Error(fmt.Errorf("%v", v), "panic in a detached stream", "stack", string(debug.Stack()))
-				d.Abort()
-			}
-		}()
-		t.pump(c.ctx, rl)
-		t.endStream(p, c, o.cand, rl)
-		o.res.Close()
-		obs.report()
-		d.Finish()
-	}()
-	return true
 }
 
 // answer writes a whole (non-streamed) answer once its usage row is
@@ -360,7 +306,7 @@ func (t *Text) endStream(p *auth.Principal, c *textCall, cand *routing.Candidate
 		t.usageNotRecorded(w, c, true, err)
 		return
 	}
-	_, _ = w.Write(r.tail) // sent when the handler returns (or the detached stream finishes)
+	_, _ = w.Write(r.tail) // sent when the handler returns
 	if r.complete {
 		t.saveConversation(context.WithoutCancel(c.ctx), p, c.req.Model, c.conv, r.capture.response)
 	}
@@ -444,37 +390,34 @@ func (t *Text) backend(ctx context.Context, c routing.Candidate) (upstream.Backe
 // emits with them) are not written but kept as the relay's tail, in SSE
 // framing: endStream sends them once the usage row is durable. The relay's
 // complete is false when the stream did not finish (client gone or upstream
-// cut). It returns early, yielded, when the stream may be detached (relay's
-// detachAt); calling it again goes on.
-func (t *Text) pump(ctx context.Context, r *relay) (yielded bool) {
+// cut).
+func (t *Text) pump(ctx context.Context, r *relay) {
 	s := r.s
 	for {
 		ev, err := s.Next()
 		switch {
-		case errors.Is(err, upstream.ErrYield):
-			return true
 		case errors.Is(err, io.EOF):
 			// A finished stream's last events stay unflushed: endStream
 			// writes the terminal ones after them once the row is durable,
 			// and the client gets both in one write.
 			if r.complete = s.Complete(); !r.complete {
-				_ = r.flush()
+				r.flush()
 			}
-			return false
+			return
 		case err != nil:
-			_ = r.flush()
+			r.flush()
 			streamEndedEarly(ctx, err)
-			return false
+			return
 		case r.clientGone:
 			drain(ctx, s) // the client left; the upstream goes on and reports usage
-			return false
+			return
 		}
 		if t.p.proto == upstream.Responses {
 			r.capture.observe(ev)
 		}
 		if !r.write(ev) {
 			drain(ctx, s)
-			return false
+			return
 		}
 	}
 }
@@ -493,32 +436,18 @@ type relay struct {
 	complete bool
 	tail     []byte
 	capture  streamCapture
-	// detachAt: from then on (if set), a wait yields, once, after its
-	// flush (pump returns yielded).
-	detachAt time.Time
 }
 
 // startRelay sends the stream's status and headers.
-func startRelay(w http.ResponseWriter, s *upstream.Stream, detachAt time.Time) *relay {
+func startRelay(w http.ResponseWriter, s *upstream.Stream) *relay {
 	h := w.Header()
 	for _, kv := range streamHeaders {
 		h[kv.name] = kv.value
 	}
 	w.WriteHeader(http.StatusOK)
-	r := &relay{w: w, rc: http.NewResponseController(w), s: s, detachAt: detachAt}
-	s.BeforeWait(r.beforeWait)
+	r := &relay{w: w, rc: http.NewResponseController(w), s: s}
+	s.BeforeWait(r.flush)
 	return r
-}
-
-// beforeWait flushes before the stream waits; once past detachAt it then
-// yields, so that the stream may leave net/http (Text.detach).
-func (r *relay) beforeWait() error {
-	_ = r.flush()
-	if r.detachAt.IsZero() || r.clientGone || time.Now().Before(r.detachAt) {
-		return nil
-	}
-	r.detachAt = time.Time{}
-	return upstream.ErrYield
 }
 
 // streamHeaders are a stream's response headers, assigned rather than Set:
@@ -552,15 +481,14 @@ func (r *relay) write(ev upstream.Event) bool {
 
 // flush sends what was written. A failed flush means the client left: the
 // stream goes on (pump drains it for its usage), so it returns no error.
-func (r *relay) flush() error {
+func (r *relay) flush() {
 	if !r.unflushed {
-		return nil
+		return
 	}
 	r.unflushed = false
 	if r.rc.Flush() != nil {
 		r.clientGone = true
 	}
-	return nil
 }
 
 func streamEndedEarly(ctx context.Context, err error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -223,63 +222,6 @@ func TestTextUnknownModelAndBadKey(t *testing.T) {
 	g.Expect(f.leaser.reserved).To(BeEmpty())
 }
 
-// fakeDetached is a response taken off the server's connection
-// (server.Detached): what the stream writes after its handler returned.
-type fakeDetached struct {
-	header   http.Header
-	body     bytes.Buffer
-	flushes  int
-	finished chan struct{}
-}
-
-func (d *fakeDetached) Header() http.Header         { return d.header }
-func (d *fakeDetached) WriteHeader(int)             {}
-func (d *fakeDetached) Write(p []byte) (int, error) { return d.body.Write(p) }
-func (d *fakeDetached) FlushError() error           { d.flushes++; return nil }
-func (d *fakeDetached) Context() context.Context    { return context.Background() }
-func (d *fakeDetached) Finish()                     { close(d.finished) }
-func (d *fakeDetached) Abort()                      { panic("aborted") }
-
-// An HTTP/1.1 stream is detached at a wait (at its first with DetachAfter
-// 0): the handler returns, and the rest of the stream is written, settled
-// and finished through the detached response.
-func TestTextStreamGoesOnDetached(t *testing.T) {
-	g := NewWithT(t)
-	f := newTextFixture(t)
-	d := &fakeDetached{finished: make(chan struct{})}
-	f.deps.Detach = func(w http.ResponseWriter, r *http.Request) (DetachedStream, bool) {
-		d.header = w.Header()
-		return d, r.ProtoMajor == 1
-	}
-	rec := f.post(strings.Replace(chatBody, `"max_tokens"`, `"stream":true,"stream_options":{"include_usage":true},"max_tokens"`, 1))
-	g.Eventually(d.finished).Should(BeClosed())
-	g.Expect(rec.Code).To(Equal(http.StatusOK))
-	g.Expect(rec.Header().Get("Content-Type")).To(Equal("text/event-stream"))
-	g.Expect(d.body.Len()).To(BeNumerically(">", 0), "the stream went on detached")
-	g.Expect(d.flushes).To(BeNumerically(">", 0))
-	whole := rec.Body.String() + d.body.String()
-	g.Expect(whole).To(HavePrefix("data: {"))
-	g.Expect(whole).To(HaveSuffix("data: [DONE]\n\n"))
-	g.Expect(f.sink.rows).To(HaveLen(1))
-	g.Expect(f.sink.rows[0].CompletionTokens).To(BeNumerically(">", 0))
-	g.Expect(f.leaser.settled).To(Equal([]billing.Quota{f.sink.rows[0].Quota}))
-}
-
-// A stream that ends before DetachAfter stays on net/http: detaching it
-// would cost more than it holds.
-func TestTextShortStreamStays(t *testing.T) {
-	g := NewWithT(t)
-	f := newTextFixture(t)
-	f.deps.DetachAfter = time.Hour
-	f.deps.Detach = func(http.ResponseWriter, *http.Request) (DetachedStream, bool) {
-		t.Error("a short stream was detached")
-		return nil, false
-	}
-	rec := f.post(strings.Replace(chatBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
-	g.Expect(rec.Body.String()).To(HaveSuffix("data: [DONE]\n\n"))
-	g.Expect(f.sink.rows).To(HaveLen(1))
-}
-
 // flushRecorder is a ResponseWriter that sends only what was flushed, as a
 // connection does: written bytes wait in pending until a flush.
 type flushRecorder struct {
@@ -295,34 +237,12 @@ func (w *flushRecorder) FlushError() error {
 	return err
 }
 
-// heldSimulated is the simulated provider with its answer held as h1's
-// response body holds what its socket read brought (translate.HeldReader):
-// the stream can tell that no event will come without a wait.
-type heldSimulated struct{ *simulated.Provider }
-
-func (p heldSimulated) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
-	resp, err := p.Provider.Send(ctx, b, proto, body, stream, h)
-	if err == nil {
-		all, rerr := io.ReadAll(resp.Body)
-		resp.Body, err = &heldBody{Reader: bytes.NewReader(all)}, rerr
-	}
-	return resp, err
-}
-
-type heldBody struct{ *bytes.Reader }
-
-func (b *heldBody) Held() int                      { return b.Len() }
-func (b *heldBody) ReadHeld(p []byte) (int, error) { return b.Read(p) }
-func (b *heldBody) Close() error                   { return nil }
-
 // A finished stream's last events are not flushed before its settlement:
 // they leave with the terminal events, once the row is durable, in one
-// write (docs/performance.md, "Stop 35").
+// write.
 func TestTextStreamLastEventsLeaveWithTail(t *testing.T) {
 	g := NewWithT(t)
 	f := newTextFixture(t)
-	f.deps.Upstreams = upstream.NewRegistry(upstream.Entry{Name: simulated.NameOpenAI,
-		Adapter: heldSimulated{simulated.New(upstream.ChatCompletions, upstream.Responses)}})
 	w := &flushRecorder{header: http.Header{}}
 	var sentAtSettle string
 	f.sink.wait = func() { sentAtSettle = w.flushed.String() }

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,4 +103,67 @@ func TestServesHTTP1AndH2C(t *testing.T) {
 
 	cancel()
 	g.Eventually(done).Should(Receive(BeNil()))
+}
+
+// Requests that try to smuggle a second request past the first one's body
+// on the same connection: the second is never served, and the connection
+// closes after the first answer. A chunked body that breaks off (net/http
+// closes after the handler's 400); a body framed both by Content-Length
+// and Transfer-Encoding (net/http frames it by the chunks, so a proxy in
+// front that framed it by the length could disagree: the server closes).
+// A plain pipelined request after a complete one is served, in order.
+func TestNoRequestIsSmuggledPastABody(t *testing.T) {
+	var smuggled atomic.Int32
+	s, cancel, done := start(t, Options{})
+	s.Handle("POST /v1/messages", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "the request body could not be read", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte("answered"))
+	}))
+	s.Handle("GET /smuggled", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		smuggled.Add(1)
+		_, _ = w.Write([]byte("smuggled"))
+	}))
+	next := "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+	cases := []struct {
+		name, raw string
+		answers   []int
+	}{
+		{"bad-chunk", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n" + next, []int{400}},
+		{"length-and-chunked", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + next, []int{200}},
+		{"pipelined", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" + next, []int{200, 200}},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		before := smuggled.Load()
+		c, err := net.Dial("tcp", s.Addr())
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = io.WriteString(c, tc.raw)
+		g.Expect(err).NotTo(HaveOccurred())
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		var got []int
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				var ne net.Error
+				g.Expect(errors.As(err, &ne) && ne.Timeout()).To(BeFalse(), "%s: the server closed the connection (%v)", tc.name, err)
+				break
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			got = append(got, resp.StatusCode)
+			if len(got) == len(tc.answers) && tc.name == "pipelined" {
+				break // keep-alive: the connection stays open
+			}
+		}
+		_ = c.Close()
+		g.Expect(got).To(Equal(tc.answers), tc.name)
+		if tc.name != "pipelined" {
+			g.Expect(smuggled.Load()).To(Equal(before), "%s: the request after the body was served", tc.name)
+		}
+	}
+	cancel()
+	NewWithT(t).Eventually(done).Should(Receive(BeNil()))
 }

@@ -136,20 +136,12 @@ func (s *SSEReader) WouldWait() bool {
 
 // look reports whether the reader holds a complete event with a data
 // field, so that Next returns it without reading from the underlying
-// reader, and whether that reader ended. When its buffer holds no event, it
-// first takes what the underlying reader holds already, if that reader can
-// hand it over without waiting (HeldReader): an upstream's read brings up
-// to 4 KiB, of which the reader's own buffer took only what fit.
+// reader, and whether that reader ended.
 func (s *SSEReader) look() (event, ended bool) {
-	for !s.holdsEvent() {
-		if s.err != nil {
-			return false, true
-		}
-		if !s.pull() {
-			return false, false
-		}
+	if s.holdsEvent() {
+		return true, false
 	}
-	return true, false
+	return false, s.err != nil
 }
 
 // holdsEvent tells whether buf holds a complete event with a data field.
@@ -172,41 +164,6 @@ func (s *SSEReader) holdsEvent() bool {
 			hasData = true
 		}
 	}
-}
-
-// HeldReader is a reader that can give what it holds already without
-// waiting; h1's response body is one.
-type HeldReader interface {
-	// Held is at least what ReadHeld would give now.
-	Held() int
-	// ReadHeld reads only what needs no wait; 0 (and no error) when a
-	// Read would have to wait.
-	ReadHeld(p []byte) (int, error)
-}
-
-// pull moves what the underlying reader holds into buf without waiting
-// (into the pooled buffer when it would not fit the wait buffer), or learns
-// that it ended; it reports whether either happened.
-func (s *SSEReader) pull() bool {
-	src, ok := s.src.(HeldReader)
-	if !ok || s.hasRest {
-		return false
-	}
-	var p []byte // nothing held: only whether the reader ended
-	if held := src.Held(); held > 0 {
-		s.makeRoom()
-		if s.big == nil && s.w+held > len(s.buf) {
-			s.takeBig()
-		}
-		p = s.buf[s.w:]
-	}
-	n, err := src.ReadHeld(p)
-	s.w += n
-	if err != nil {
-		s.err = err
-		return true
-	}
-	return n > 0
 }
 
 // readLine returns one line without its terminator; the slice is valid until

@@ -237,8 +237,7 @@ type Stream struct {
 
 	first      translate.Event
 	hasFirst   bool
-	beforeWait func() error
-	yielded    bool
+	beforeWait func()
 	pending    []Event
 	pos        int
 	err        error
@@ -303,13 +302,13 @@ func (s *Stream) Next() (Event, error) {
 		var err error
 		if s.hasFirst {
 			ev, s.hasFirst = s.first, false
-		} else if s.beforeWait != nil && s.rd.WouldWait() && s.waitFailed() {
-			if s.yielded {
-				s.yielded = false
-				return Event{}, ErrYield
-			}
-			continue
 		} else {
+			// Past the terminal event only the end is left to read: what
+			// was written waits for the terminal events, which the caller
+			// sends once the stream is settled, in one write with them.
+			if s.beforeWait != nil && !s.tr.Done() && s.rd.WouldWait() {
+				s.beforeWait()
+			}
 			ev, err = s.rd.Next()
 		}
 		if err != nil {
@@ -321,25 +320,6 @@ func (s *Stream) Next() (Event, error) {
 	s.pos++
 	return s.pending[s.pos-1], nil
 }
-
-// waitFailed calls beforeWait; an error from it ends the stream as it is,
-// except ErrYield, which Next returns before waiting.
-func (s *Stream) waitFailed() bool {
-	switch err := s.beforeWait(); {
-	case err == nil:
-		return false
-	case errors.Is(err, ErrYield):
-		s.yielded = true
-	default:
-		s.err, s.ended = err, true
-	}
-	return true
-}
-
-// ErrYield, returned by a BeforeWait function, makes Next return it
-// before waiting for the upstream, the stream left as it is: the next call
-// goes on (and calls the function again before it waits).
-var ErrYield = errors.New("upstream: the stream yields before waiting")
 
 // end closes the translation when the upstream stream ended with err and
 // queues its last events.
@@ -375,10 +355,8 @@ func (s *Stream) translate(ev translate.Event) {
 // upstream (when no complete upstream event is buffered and the upstream
 // has not ended: translate.SSEReader.WouldWait). A proxy that writes events
 // without flushing each one flushes there, so events reach the client as
-// soon as no further event is at hand, in as few writes as possible. An
-// error from f ends the stream: Next returns it (and keeps returning it);
-// ErrYield does not (see there).
-func (s *Stream) BeforeWait(f func() error) { s.beforeWait = f }
+// soon as no further event is at hand, in as few writes as possible.
+func (s *Stream) BeforeWait(f func()) { s.beforeWait = f }
 
 // Usage is the usage so far; after Next returned an error it is final. When
 // the upstream reported none, OutputTokens is estimated from the streamed

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -101,18 +100,7 @@ type Options struct {
 	// format, size and aspect (multi-image family); for clusters without
 	// egress, and for tests whose image URLs do not exist.
 	NoImageProbe bool
-	// DetachStreamsAfter is how long an HTTP/1.1 stream runs on net/http's
-	// connection before, at its next wait, it leaves it (server.Detach);
-	// 0: DefaultDetachStreamsAfter, negative: at its first wait.
-	DetachStreamsAfter time.Duration
 }
-
-// DefaultDetachStreamsAfter: a stream older than this leaves net/http's
-// connection. A short answer finishes where it started, without the cost
-// of the hand-over (a goroutine, net/http's buffers of the connection that
-// comes back); a long one holds far less while it waits (docs/performance.md,
-// "Stop 33").
-const DefaultDetachStreamsAfter = time.Second
 
 // DefaultLeaseTTL is the gateway's lease TTL (--lease-ttl): an active key
 // renews its lease about every 3 minutes, and a dead replica's lease
@@ -163,12 +151,6 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 	// interval) after its last renewal.
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL
-	}
-	switch {
-	case o.DetachStreamsAfter == 0:
-		o.DetachStreamsAfter = DefaultDetachStreamsAfter
-	case o.DetachStreamsAfter < 0:
-		o.DetachStreamsAfter = 0
 	}
 	if returned, err := ledger.ReturnReplicaLeases(context.Background(), o.ReplicaID); err != nil {
 		return nil, fmt.Errorf("return the leases of an earlier run of %s: %w", o.ReplicaID, err)
@@ -237,13 +219,6 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		SubmitWait:      o.SubmitWait,
 		BalanceUnit:     o.BalanceUnit,
 		ImageProbe:      imageProbe(blobs, o.NoImageProbe),
-		DetachAfter:     o.DetachStreamsAfter,
-		Detach: func(w http.ResponseWriter, r *http.Request) (handlers.DetachedStream, bool) {
-			if d, ok := srv.Detach(w, r); ok {
-				return d, true
-			}
-			return nil, false
-		},
 	}
 	handlers.Register(srv, deps)
 	if !o.NoConsole {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/usagelog"
-	"github.com/modelgate/modelgate/gateway/wire"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -49,8 +48,7 @@ func StartStack(o StackOptions) (*Stack, error) {
 		more = append(more, framework.GatewayOptions{ReplicaID: fmt.Sprintf("bench-%d", i+2), UsageDurability: d})
 	}
 	fs, err := framework.StartStack(framework.StackOptions{DSN: o.DSN, Dir: o.Dir, SyncPeriod: sync, ManagerQPS: 1000,
-		UsageDurability: o.UsageDurability, MoreGateways: more,
-		DetachStreamsAfter: wire.DefaultDetachStreamsAfter}) // as modelgate serves
+		UsageDurability: o.UsageDurability, MoreGateways: more})
 	if err != nil {
 		return nil, err
 	}

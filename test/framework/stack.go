@@ -62,10 +62,6 @@ type StackOptions struct {
 	WrapUsageSink func(handlers.UsageSink) handlers.UsageSink
 	// UsageDurability of the gateway's usage writer (default: disk).
 	UsageDurability usagelog.Durability
-	// DetachStreamsAfter (see wire.Options); 0: every HTTP/1.1 stream
-	// leaves net/http at its first wait, so the suites run their streams
-	// through the detached path.
-	DetachStreamsAfter time.Duration
 	// MoreGateways adds gateway replicas to the same manager and ledger,
 	// each with its own listener, replica ID, spool and quota leases, as
 	// another pod of the Deployment would be; the load harness compares
@@ -118,10 +114,7 @@ func (s *Stack) start(o StackOptions) error {
 		// A loaded test machine can take longer than the default for the
 		// controller's first submission; the wait ends at its outcome, so a
 		// longer bound only makes a synchronous refusal's 422 deterministic.
-		SubmitWait: 15 * time.Second, DetachStreamsAfter: o.DetachStreamsAfter}
-	if gwOpts.DetachStreamsAfter == 0 {
-		gwOpts.DetachStreamsAfter = -1
-	}
+		SubmitWait: 15 * time.Second}
 	if gwOpts.DataDir == "" {
 		gwOpts.DataDir = os.TempDir()
 	}
