@@ -72,6 +72,12 @@ type ModelRouteSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	OwnedBy string `json:"ownedBy,omitempty"`
 
+	// displayName is shown as display_name in the model list (Anthropic's
+	// clients show it); default: the model ID.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	DisplayName string `json:"displayName,omitempty"`
+
 	// validationProfile selects the request rules of image and video families.
 	// +optional
 	ValidationProfile ValidationProfile `json:"validationProfile,omitempty"`

@@ -36,18 +36,20 @@ func (t *Text) expandConversation(ctx context.Context, p *auth.Principal, body [
 	if raw, ok := f["store"]; ok {
 		_ = json.Unmarshal(raw, &conv.store)
 	}
-	input, err := inputItems(f["input"])
-	if err != nil {
-		return body, nil, "input: must be a string or an array of input items"
-	}
+	input, inputErr := inputItems(f["input"])
 	prevRaw, hasPrev := f["previous_response_id"]
 	var prevID string
 	if hasPrev {
 		_ = json.Unmarshal(prevRaw, &prevID)
 	}
 	if prevID == "" {
+		// Nothing to expand: the body goes as sent, and the upstream judges
+		// an input it cannot read (the conversation keeps what was read).
 		conv.Input = input
 		return body, conv, ""
+	}
+	if inputErr != nil {
+		return body, nil, "input: must be a string or an array of input items to continue a previous response"
 	}
 	state, err := t.Ledger.LoadResponse(ctx, prevID, p.UserID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -73,8 +75,12 @@ func (t *Text) expandConversation(ctx context.Context, p *auth.Principal, body [
 	return out, conv, ""
 }
 
-// inputItems turns the input parameter into items: a string is one user message.
+// inputItems turns the input parameter into items: a string is one user
+// message; no input, no items.
 func inputItems(raw json.RawMessage) ([]json.RawMessage, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		msg, err := json.Marshal(map[string]string{"type": "message", "role": "user", "content": s})

@@ -119,7 +119,9 @@ func Register(mux Mux, d *Deps) {
 	}
 
 	models := &Models{d}
-	mux.Handle("GET /v1/models", authenticated(keys, false, models.authFail, models.List))
+	// x-api-key too: Anthropic's SDKs and Claude Code list models with it.
+	mux.Handle("GET /v1/models", authenticated(keys, true, models.authFail, models.List))
+	mux.Handle("GET /v1/models/{id...}", authenticated(keys, true, models.authFail, models.Get))
 	mux.Handle("GET /v1/pricing", authenticated(keys, false, pricingAuthFail, (&Pricing{d}).Catalog))
 
 	usage := &Usage{d}

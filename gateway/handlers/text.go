@@ -50,7 +50,8 @@ type textProtocol struct {
 	proto        upstream.Protocol
 	endpoint     v1.EndpointType
 	allowXAPIKey bool
-	// parse validates the body; a non-empty message is a 400.
+	// parse reads what the gateway needs of the body; a non-empty message
+	// is a 400.
 	parse func(body []byte) (textRequest, string)
 	// fail writes an error in the protocol's shape.
 	fail func(w http.ResponseWriter, status int, code, message string)
@@ -171,7 +172,7 @@ func (t *Text) admit(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 		t.refuse(w, req.Model, refused)
 		return nil
 	}
-	call.ctx, call.body, call.req, call.header, call.conv, call.span = ctx, body, req, r.Header, conv, span
+	call.ctx, call.body, call.req, call.header, call.query, call.conv, call.span = ctx, body, req, r.Header, r.URL.RawQuery, conv, span
 	return call
 }
 
@@ -187,6 +188,7 @@ type textCall struct {
 	requestID string
 	body      []byte
 	header    http.Header
+	query     string
 	req       textRequest
 	// Admission is the route, the price and the reservation.
 	admission.Admission
@@ -343,7 +345,7 @@ func (t *Text) invoke(p *auth.Principal, c *textCall) (*upstream.Result, *routin
 		uctx, attempt := startAttempt(uctx, *cand, backend.UpstreamModel, i+1)
 		upstreamAttempts(cand.Backend.Name).Inc()
 		res, err := upstream.Invoke(uctx, prov, backend, upstream.Request{
-			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Model: c.req.Model,
+			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Query: c.query, Model: c.req.Model,
 		})
 		if err == nil {
 			t.Breaker.Success(cand.Key())

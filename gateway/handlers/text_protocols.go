@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"unicode/utf8"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -14,8 +13,12 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
-// The three text protocols. Validation reads only what routing, billing and
-// the contract's rules need; everything else passes to the upstream as sent.
+// The three text protocols. A request is read only for what admission,
+// routing and billing need: the model, whether it streams, its output cap
+// (and for responses the previous response it continues). Everything else
+// reaches the upstream as the client sent it, and the upstream judges it:
+// a field, role, block or tool type newer than this code is never refused
+// here (docs/api-choices.md, "Pass-through").
 
 func messagesProtocol() textProtocol {
 	return textProtocol{
@@ -170,335 +173,60 @@ func (f fields) integer(name string, min int64) (int64, string) {
 	return v, ""
 }
 
-func (f fields) number(name string, lo, hi float64) string {
-	raw, present := f.value(name)
-	if !present {
-		return ""
+// parseCommon reads what every text protocol's request must carry for the
+// gateway itself: a JSON object with a model (a string, which routing
+// needs) and, when present, a boolean stream (the answer's framing
+// depends on it).
+func parseCommon(body []byte) (fields, textRequest, string) {
+	f, msg := decodeObject(body)
+	if msg != "" {
+		return nil, textRequest{}, msg
 	}
-	if !isNumber(raw) {
-		return name + ": must be a number"
+	var req textRequest
+	if req.Model, msg = f.str("model", true); msg != "" {
+		return nil, req, msg
 	}
-	v, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
-		return name + ": must be a number"
+	if req.Stream, msg = f.boolean("stream"); msg != "" {
+		return nil, req, msg
 	}
-	if v < lo || v > hi {
-		return fmt.Sprintf("%s: must be between %g and %g", name, lo, hi)
-	}
-	return ""
+	return f, req, ""
 }
 
-// array lists the elements of an array member (aliasing the body).
-func (f fields) array(name string, required bool) ([]json.RawMessage, string) {
-	raw, present := f.value(name)
-	if !present {
-		if required {
-			return nil, name + ": field required"
-		}
-		return nil, ""
-	}
-	var a []json.RawMessage
-	if !translate.Elements(raw, func(v []byte) bool {
-		a = append(a, v)
-		return true
-	}) {
-		return nil, name + ": must be an array"
-	}
-	return a, ""
-}
-
-// first returns the first non-empty message.
-func first(msgs ...string) string {
-	for _, m := range msgs {
-		if m != "" {
-			return m
-		}
-	}
-	return ""
-}
-
-// parseMessages validates a messages-protocol body (Anthropic Messages API).
+// parseMessages reads a messages-protocol body (Anthropic Messages API).
+// max_tokens is reserved for when present; 0 is allowed (the public API
+// takes it to warm a prompt cache).
 func parseMessages(body []byte) (textRequest, string) {
-	f, msg := decodeObject(body)
-	if msg != "" {
-		return textRequest{}, msg
-	}
-	var req textRequest
-	var m1, m2, m3 string
-	req.Model, m1 = f.str("model", true)
-	req.Stream, m2 = f.boolean("stream")
-	if !f.has("max_tokens") {
-		m3 = "max_tokens: field required"
-	} else {
-		// 0 is allowed: the public API uses it to warm a prompt cache.
-		req.MaxTokens, m3 = f.integer("max_tokens", 0)
-	}
-	if msg := first(m1, m3, m2, f.number("temperature", 0, 1), f.number("top_p", 0, 1), checkStopSequences(f)); msg != "" {
-		return req, msg
-	}
-	if f.has("top_k") {
-		if _, msg := f.integer("top_k", 0); msg != "" {
-			return req, msg
-		}
-	}
-	if system, ok := f.value("system"); ok {
-		if msg := checkContent("system", system); msg != "" {
-			return req, msg
-		}
-	}
-	msgs, msg := f.array("messages", true)
+	f, req, msg := parseCommon(body)
 	if msg != "" {
 		return req, msg
 	}
-	if len(msgs) == 0 {
-		return req, "messages: at least one message is required"
-	}
-	for i, raw := range msgs {
-		if msg := checkAnthropicMessage(i, raw); msg != "" {
-			return req, msg
-		}
-	}
-	return req, ""
+	req.MaxTokens, msg = f.integer("max_tokens", 0)
+	return req, msg
 }
 
-func checkStopSequences(f fields) string {
-	raw, ok := f.value("stop_sequences")
-	if !ok {
-		return ""
-	}
-	var s []string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "stop_sequences: must be an array of strings"
-	}
-	return ""
-}
-
-func checkAnthropicMessage(i int, raw json.RawMessage) string {
-	var m struct {
-		Role    *string         `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return fmt.Sprintf("messages.%d: must be an object", i)
-	}
-	if m.Role == nil {
-		return fmt.Sprintf("messages.%d.role: field required", i)
-	}
-	if *m.Role != "user" && *m.Role != "assistant" {
-		return fmt.Sprintf("messages.%d.role: must be 'user' or 'assistant' (a system prompt goes in the top-level system field)", i)
-	}
-	if len(m.Content) == 0 || string(m.Content) == "null" {
-		return fmt.Sprintf("messages.%d.content: field required", i)
-	}
-	return checkContent(fmt.Sprintf("messages.%d.content", i), m.Content)
-}
-
-// checkContent accepts a string or an array of content blocks, checking
-// the text and image blocks the contract describes; other block types
-// (tool_use, tool_result, document, thinking, …) pass through.
-func checkContent(path string, raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return ""
-	}
-	var blocks []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return path + ": must be a string or an array of content blocks"
-	}
-	for j, b := range blocks {
-		p := fmt.Sprintf("%s.%d", path, j)
-		var typ string
-		if err := json.Unmarshal(b["type"], &typ); err != nil || typ == "" {
-			return p + ".type: field required"
-		}
-		switch typ {
-		case "text":
-			var text string
-			if err := json.Unmarshal(b["text"], &text); err != nil {
-				return p + ".text: field required for a text block"
-			}
-		case "image":
-			if msg := checkImageSource(p+".source", b["source"]); msg != "" {
-				return msg
-			}
-		}
-	}
-	return ""
-}
-
-func checkImageSource(path string, raw json.RawMessage) string {
-	var src struct {
-		Type      string `json:"type"`
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-		URL       string `json:"url"`
-	}
-	if len(raw) == 0 || json.Unmarshal(raw, &src) != nil {
-		return path + ": field required for an image block"
-	}
-	switch src.Type {
-	case "base64":
-		if src.MediaType == "" {
-			return path + ".media_type: field required for a base64 image"
-		}
-		if src.Data == "" {
-			return path + ".data: field required for a base64 image"
-		}
-	case "url":
-		if src.URL == "" {
-			return path + ".url: field required for a url image"
-		}
-	default:
-		return path + ".type: must be 'base64' or 'url'"
-	}
-	return ""
-}
-
-// parseChat validates a chat-completions body (OpenAI).
+// parseChat reads a chat-completions body (OpenAI): the output cap is
+// max_completion_tokens, else the older max_tokens.
 func parseChat(body []byte) (textRequest, string) {
-	f, msg := decodeObject(body)
-	if msg != "" {
-		return textRequest{}, msg
-	}
-	var req textRequest
-	var m1, m2, m3, m4 string
-	req.Model, m1 = f.str("model", true)
-	req.Stream, m2 = f.boolean("stream")
-	req.MaxTokens, m3 = f.integer("max_completion_tokens", 1)
-	if req.MaxTokens == 0 {
-		req.MaxTokens, m4 = f.integer("max_tokens", 1)
-	}
-	if msg := first(m1, m2, m3, m4, f.number("temperature", 0, 2), f.number("top_p", 0, 1)); msg != "" {
-		return req, msg
-	}
-	if n, msg := f.integer("n", 1); msg != "" || n > 1 {
-		return req, first(msg, "n: only 1 choice per request is supported")
-	}
-	msgs, msg := f.array("messages", true)
+	f, req, msg := parseCommon(body)
 	if msg != "" {
 		return req, msg
 	}
-	if len(msgs) == 0 {
-		return req, "messages: at least one message is required"
+	if req.MaxTokens, msg = f.integer("max_completion_tokens", 0); msg == "" && req.MaxTokens == 0 {
+		req.MaxTokens, msg = f.integer("max_tokens", 0)
 	}
-	for i, raw := range msgs {
-		role, ok := chatRole(raw)
-		if !ok {
-			return req, fmt.Sprintf("messages[%d]: must be an object", i)
-		}
-		switch role {
-		case "system", "developer", "user", "assistant", "tool", "function":
-		default:
-			return req, fmt.Sprintf("messages[%d].role: must be one of system, developer, user, assistant, tool", i)
-		}
-	}
-	return req, ""
+	return req, msg
 }
 
-// chatRole reads a chat message's role as decoding it into
-// struct{Role string} would (ok false where that fails), without the
-// decoder in the common case: an object whose role is a plain string.
-// Anything else is left to the decoder.
-func chatRole(raw json.RawMessage) (role string, ok bool) {
-	plain := true
-	isObject := translate.Members(raw, func(k, v []byte) bool {
-		key := k[1 : len(k)-1]
-		switch {
-		case bytes.IndexByte(key, '\\') >= 0:
-			plain = false // an escaped key may spell role: the decoder decides
-		case !bytes.EqualFold(key, []byte("role")):
-			return true
-		case string(key) != "role":
-			plain = false // encoding/json matches field names case-insensitively
-		case string(v) == "null":
-			return true // and leaves a field unchanged for null
-		default:
-			role, plain = plainString(v)
-		}
-		return plain
-	})
-	if isObject && plain {
-		return role, true
-	}
-	var m struct {
-		Role string `json:"role"`
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return "", false
-	}
-	return m.Role, true
-}
-
-// parseResponses validates a responses body (OpenAI Responses API).
+// parseResponses reads a responses body (OpenAI Responses API); the
+// gateway keeps conversations, so previous_response_id must be a string.
 func parseResponses(body []byte) (textRequest, string) {
-	f, msg := decodeObject(body)
+	f, req, msg := parseCommon(body)
 	if msg != "" {
-		return textRequest{}, msg
-	}
-	var req textRequest
-	var m1, m2, m3, m4, m5 string
-	req.Model, m1 = f.str("model", true)
-	req.Stream, m2 = f.boolean("stream")
-	req.MaxTokens, m3 = f.integer("max_output_tokens", 1)
-	_, m4 = f.str("instructions", false)
-	_, m5 = f.str("previous_response_id", false)
-	if msg := first(m1, m2, m3, m4, m5, f.number("temperature", 0, 2), f.number("top_p", 0, 1)); msg != "" {
 		return req, msg
 	}
-	input, ok := f.value("input")
-	if !ok {
-		return req, "input: field required"
+	if req.MaxTokens, msg = f.integer("max_output_tokens", 0); msg != "" {
+		return req, msg
 	}
-	var s string
-	var items []json.RawMessage
-	if json.Unmarshal(input, &s) != nil && json.Unmarshal(input, &items) != nil {
-		return req, "input: must be a string or an array of input items"
-	}
-	if reasoning, ok := f.value("reasoning"); ok {
-		var r struct {
-			Effort *string `json:"effort"`
-		}
-		if err := json.Unmarshal(reasoning, &r); err != nil {
-			return req, "reasoning: must be an object"
-		}
-		if r.Effort != nil {
-			switch *r.Effort {
-			case "high", "medium", "low", "minimal", "none":
-			default:
-				return req, "reasoning.effort: must be one of high, medium, low, none"
-			}
-		}
-	}
-	return req, checkTools(f)
-}
-
-func checkTools(f fields) string {
-	tools, msg := f.array("tools", false)
-	if msg != "" {
-		return msg
-	}
-	for i, raw := range tools {
-		var t struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return fmt.Sprintf("tools[%d]: must be an object", i)
-		}
-		switch t.Type {
-		case "function", "web_search_preview", "web_search":
-		default:
-			return fmt.Sprintf("tools[%d].type: must be function or web_search_preview", i)
-		}
-	}
-	if choice, ok := f.value("tool_choice"); ok {
-		var s string
-		if json.Unmarshal(choice, &s) == nil {
-			switch s {
-			case "auto", "none", "required":
-			default:
-				return "tool_choice: must be auto, none, required or a tool object"
-			}
-		}
-	}
-	return ""
+	_, msg = f.str("previous_response_id", false)
+	return req, msg
 }

@@ -70,6 +70,10 @@ type Error struct {
 	// Body is the upstream's error body, when there was one (text calls, at
 	// most 64 KiB).
 	Body []byte
+	// Protocol is the protocol a text call spoke with the upstream ("" for
+	// a task exchange): an error body in the client's own protocol reaches
+	// it as the upstream wrote it.
+	Protocol Protocol
 	// Err is the underlying error, for logs.
 	Err error
 }
@@ -100,8 +104,14 @@ func (e *Error) ClientStatus() int {
 	return e.Status
 }
 
-// ClientBody renders the error in the client protocol's error shape.
+// ClientBody renders the error in the client protocol's error shape: the
+// upstream's own body when the upstream spoke the client's protocol and
+// its status reaches the client (its type, message and any field of its
+// own, unchanged), else a body of the shape with the upstream's message.
 func (e *Error) ClientBody(p Protocol) []byte {
+	if e.Protocol == p && e.ClientStatus() == e.Status && isErrorBody(p, e.Body) {
+		return e.Body
+	}
 	msg := e.Message
 	if e.ClientStatus() != e.Status {
 		msg = "upstream rejected the gateway's request: " + msg
@@ -267,4 +277,19 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 func isNetwork(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// isErrorBody reports whether body is an error in p's shape: the Messages
+// API's {"type":"error","error":{"type","message"}}, OpenAI's
+// {"error":{"message",…}}.
+func isErrorBody(p Protocol, body []byte) bool {
+	if _, ok := translate.FieldString(body, "error", "message"); !ok {
+		return false
+	}
+	if p != Messages {
+		return true
+	}
+	typ, _ := translate.FieldString(body, "type")
+	_, hasType := translate.FieldString(body, "error", "type")
+	return typ == "error" && hasType
 }

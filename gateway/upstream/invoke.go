@@ -102,7 +102,11 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 		return textError(http.StatusBadGateway, true, "upstream connection failed", err)
 	}
 
-	resp, err := p.Send(cctx, b, up, body, req.Stream, req.Header)
+	sendCtx := cctx
+	if up == client {
+		sendCtx = withClientQuery(cctx, req.Query)
+	}
+	resp, err := p.Send(sendCtx, b, up, body, req.Stream, req.Header)
 	if err != nil {
 		// A provider may classify its own failure before the request left
 		// (a backend it cannot use: no region, no credential, a credential
@@ -113,6 +117,7 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 		eb, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
 		ue := textStatusError(resp.StatusCode, eb)
+		ue.Protocol = up
 		// Text calls keep the upstream's wait too: the handler holds the
 		// backend behind the others for it.
 		ue.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -207,6 +212,9 @@ func transportErrOr(err error, f func(error) error) error {
 // rewritten, or a translation.
 func upstreamBody(client, up Protocol, req Request, upstreamModel string, includeUsage bool) ([]byte, error) {
 	if client != up {
+		if err := samplingError(client, req.Body); err != nil {
+			return nil, err
+		}
 		return translate.TranslateRequest(client, up, req.Body, upstreamModel)
 	}
 	body, err := translate.SetModel(req.Body, upstreamModel)

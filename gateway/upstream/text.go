@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/modelgate/modelgate/gateway/translate"
 )
@@ -37,8 +38,11 @@ type Request struct {
 	// Stream is the client's stream flag.
 	Stream bool
 	// Header carries client headers to forward (anthropic-version,
-	// anthropic-beta); others are ignored.
+	// anthropic-beta, openai-beta); others are ignored.
 	Header http.Header
+	// Query is the client's raw query string (Anthropic's SDKs send
+	// ?beta=true to beta endpoints); a same-protocol call passes it on.
+	Query string
 	// Model is the model the client asked for; it is the model of every
 	// client-visible response. Empty means the body's model.
 	Model string
@@ -85,4 +89,28 @@ func pick(ps []Protocol, client Protocol) Protocol {
 		return client
 	}
 	return ps[0]
+}
+
+type clientQueryKey struct{}
+
+// withClientQuery carries the client's query to the provider's Send.
+func withClientQuery(ctx context.Context, q string) context.Context {
+	if q == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, clientQueryKey{}, q)
+}
+
+// WithClientQuery is url with the query of a same-protocol client request
+// added (Invoke passes it only then): a provider that forwards the
+// client's call as it came calls it on the URL it sends to.
+func WithClientQuery(ctx context.Context, url string) string {
+	q, _ := ctx.Value(clientQueryKey{}).(string)
+	if q == "" {
+		return url
+	}
+	if strings.Contains(url, "?") {
+		return url + "&" + q
+	}
+	return url + "?" + q
 }

@@ -214,6 +214,6 @@ func TestJournalFailureFallsBackToTheDatabase(t *testing.T) {
 	g.Expect(errors.Is(err, ErrNotDurable)).To(BeTrue(), "got %v", err)
 	g.Expect(countRows(t, s)).To(Equal(int64(1)))
 	f.down.Store(false)
-	g.Eventually(func() int64 { return countRows(t, s) }).Should(Equal(int64(2)), "the row is retried, not dropped")
+	g.Eventually(func() int64 { return countRows(t, s) }).WithTimeout(20*time.Second).Should(Equal(int64(2)), "the row is retried, not dropped")
 	g.Expect(w.Close(ctx)).To(Succeed())
 }

@@ -384,7 +384,7 @@ func TestWriterDoesNotStallOnHangingDatabase(t *testing.T) {
 	for i := range 1000 {
 		g.Expect(w.Write(ctx, row(i))).To(Succeed())
 	}
-	g.Eventually(w.SpoolRows).Should(Equal(int64(1000)))
+	g.Eventually(w.SpoolRows).WithTimeout(20 * time.Second).Should(Equal(int64(1000)))
 	g.Expect(h.calls.Load()).To(BeNumerically(">=", 2), "a replay is hanging")
 	h.heal()
 	g.Expect(w.Close(context.Background())).To(Succeed())

@@ -40,7 +40,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	req, err := upstream.NewJSONRequest(ctx, upstream.Endpoint(base, "/v1/messages"), body, stream)
+	req, err := upstream.NewJSONRequest(ctx, upstream.WithClientQuery(ctx, upstream.Endpoint(base, "/v1/messages")), body, stream)
 	if err != nil {
 		return nil, err
 	}

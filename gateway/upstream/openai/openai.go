@@ -36,8 +36,9 @@ func (*Provider) Protocols() []upstream.Protocol {
 }
 
 // Send implements upstream.TextProvider. Backend options: "organization" and
-// "project" set the OpenAI-Organization and OpenAI-Project headers.
-func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+// "project" set the OpenAI-Organization and OpenAI-Project headers. The
+// client's OpenAI-Beta header is forwarded.
+func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
 	base := b.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
@@ -46,7 +47,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	if proto == upstream.Responses {
 		path = "/v1/responses"
 	}
-	req, err := upstream.NewJSONRequest(ctx, upstream.Endpoint(base, path), body, stream)
+	req, err := upstream.NewJSONRequest(ctx, upstream.WithClientQuery(ctx, upstream.Endpoint(base, path)), body, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +59,9 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	}
 	if v := b.Options["project"]; v != "" {
 		req.Header.Set("OpenAI-Project", v)
+	}
+	for _, v := range h.Values("OpenAI-Beta") {
+		req.Header.Add("OpenAI-Beta", v)
 	}
 	return upstream.RoundTrip(p.client, req)
 }

@@ -8,6 +8,9 @@
 // a client to the one that does not speak its protocol exercises
 // translation.
 //
+// It refuses what the public API it stands in for refuses (validate.go):
+// the gateway passes a same-protocol request through unjudged.
+//
 // What it answers: the text of the last user message (tool results
 // included) with directives removed, or, when asked for a length, that many
 // words of lorem ipsum. Output tokens are words; input tokens are
@@ -86,7 +89,7 @@ func (p *Provider) Protocols() []upstream.Protocol { return p.protocols }
 type backendKey struct{}
 
 // Send implements upstream.TextProvider through the in-process Transport.
-func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
 	path := "/v1/messages"
 	switch proto {
 	case upstream.ChatCompletions:
@@ -97,6 +100,11 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	req, err := upstream.NewJSONRequest(context.WithValue(ctx, backendKey{}, &b), "http://simulated"+path, body, stream)
 	if err != nil {
 		return nil, err
+	}
+	for _, k := range []string{"anthropic-version", "anthropic-beta"} { // as the anthropic provider forwards them
+		for _, v := range h.Values(k) {
+			req.Header.Add(k, v)
+		}
 	}
 	return upstream.RoundTrip(p.client, req)
 }
@@ -212,6 +220,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		for k, v := range b.Options {
 			s.set(k, v)
 		}
+	}
+	if msg := validate(proto, body, req.Header); msg != "" {
+		return errorResponse(req, proto, http.StatusBadRequest, msg), nil
 	}
 	ir, err := translate.DecodeRequest(proto, body)
 	if err != nil {
