@@ -6,6 +6,8 @@
 #   hack/tools.sh golangci-lint    bin/golangci-lint
 #   hack/tools.sh helm             bin/helm
 #   hack/tools.sh kustomize        bin/kustomize
+#   hack/tools.sh agents           bin/agents/<versions>/: Claude Code and the Codex CLI (npm)
+#   hack/tools.sh agents-dir       prints that directory
 #   hack/tools.sh all
 #
 # The envtest control plane cannot be downloaded here, so kube-apiserver and
@@ -25,6 +27,11 @@ GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # kustomize v5.8.3 needs go >= 1.27.
 KUSTOMIZE_VERSION=${KUSTOMIZE_VERSION:-v5.8.2}
+# The coding agents the end-to-end suite runs against the gateway, from the
+# npm registry (both packages carry native binaries).
+CLAUDE_CODE_VERSION=${CLAUDE_CODE_VERSION:-2.1.328}
+CODEX_VERSION=${CODEX_VERSION:-0.169.0}
+AGENTS_DIR=$BIN/agents/claude-code-$CLAUDE_CODE_VERSION-codex-$CODEX_VERSION
 KUBE_VERSION=${KUBE_VERSION:-1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.5}
 ENVTEST_DIR=$BIN/k8s/$KUBE_VERSION
@@ -155,6 +162,37 @@ MOD
   rm -rf "$work"
 }
 
+# agents installs the pinned Claude Code and Codex CLI into AGENTS_DIR
+# (760 MB, mostly their native binaries). The per-user cache keeps one
+# install, hard-linked into a fresh clone's bin/ (copied across file
+# systems). Without npm it says so and installs nothing: the agent specs
+# then skip, or fail under CI=true.
+agents() {
+  local done=$AGENTS_DIR/.installed name=agents/${AGENTS_DIR##*/}
+  if [[ -f $done ]]; then echo "$AGENTS_DIR"; return; fi
+  if [[ -f $CACHE/$name/.installed ]]; then
+    mkdir -p "$(dirname "$AGENTS_DIR")"
+    cp -al "$CACHE/$name" "$AGENTS_DIR" 2>/dev/null || cp -a "$CACHE/$name" "$AGENTS_DIR"
+    log "agents: linked from $CACHE/$name"
+    echo "$AGENTS_DIR"; return
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    log "agents: npm not found; Claude Code and Codex are not installed (their end-to-end specs skip, or fail under CI=true)"
+    return 0
+  fi
+  log "installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION and @openai/codex@$CODEX_VERSION from npm"
+  local tmp=$CACHE/$name.tmp
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  (cd "$tmp" && echo '{"private":true}' >package.json &&
+    npm install --no-fund --no-audit --loglevel=error --save-exact \
+      "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION" >&2)
+  touch "$tmp/.installed"
+  rm -rf "${CACHE:?}/$name" && mv "$tmp" "$CACHE/$name"
+  mkdir -p "$(dirname "$AGENTS_DIR")"
+  cp -al "$CACHE/$name" "$AGENTS_DIR" 2>/dev/null || cp -a "$CACHE/$name" "$AGENTS_DIR"
+  echo "$AGENTS_DIR"
+}
+
 case "${1:-all}" in
   controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
   golangci-lint) go_install golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_LINT_VERSION" ;;
@@ -162,9 +200,11 @@ case "${1:-all}" in
   kustomize) go_install kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" ;;
   envtest) envtest ;;
   envtest-dir) echo "$ENVTEST_DIR" ;;
+  agents) agents ;;
+  agents-dir) echo "$AGENTS_DIR" ;;
   all)
     go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION"
     envtest >/dev/null
     ;;
-  *) echo "usage: $0 controller-gen|golangci-lint|helm|kustomize|envtest|envtest-dir|all" >&2; exit 2 ;;
+  *) echo "usage: $0 controller-gen|golangci-lint|helm|kustomize|envtest|envtest-dir|agents|agents-dir|all" >&2; exit 2 ;;
 esac

@@ -22,8 +22,15 @@ import (
 // referenced key, the access key ID beside it.
 func bedrockBackend(t testing.TB, name string, fake *fakeupstream.Server, model string) v1.Backend {
 	t.Helper()
+	return bedrockBackendIn(t, framework.SystemNamespace, name, fake, model)
+}
+
+// bedrockBackendIn is bedrockBackend with its Secret in namespace ns (a
+// tenant's private route).
+func bedrockBackendIn(t testing.TB, ns, name string, fake *fakeupstream.Server, model string) v1.Backend {
+	t.Helper()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bedrock-%s-%d", name, time.Now().UnixNano()), Namespace: framework.SystemNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bedrock-%s-%d", name, time.Now().UnixNano()), Namespace: ns},
 		StringData: map[string]string{"AWS_ACCESS_KEY_ID": fakeupstream.BedrockAccessKeyID, "AWS_SECRET_ACCESS_KEY": fake.Key()},
 	}
 	NewWithT(t).Expect(stack.Client.Create(context.Background(), secret)).To(Succeed())

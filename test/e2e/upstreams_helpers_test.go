@@ -44,8 +44,15 @@ func startFake(t testing.TB, provider string) *fakeupstream.Server {
 // a credential Secret (created in the system namespace) holding key.
 func fakeBackend(t testing.TB, name, provider, baseURL, key, upstreamModel string) v1.Backend {
 	t.Helper()
+	return fakeBackendIn(t, framework.SystemNamespace, name, provider, baseURL, key, upstreamModel)
+}
+
+// fakeBackendIn is fakeBackend with its Secret in namespace ns (a tenant's
+// private route reads its credential from its own namespace).
+func fakeBackendIn(t testing.TB, ns, name, provider, baseURL, key, upstreamModel string) v1.Backend {
+	t.Helper()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("upstream-%s-%d", name, time.Now().UnixNano()), Namespace: framework.SystemNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("upstream-%s-%d", name, time.Now().UnixNano()), Namespace: ns},
 		StringData: map[string]string{"apiKey": key},
 	}
 	NewWithT(t).Expect(stack.Client.Create(context.Background(), secret)).To(Succeed())

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // checkAnthropic enforces what the Messages API rejects: the route, the
@@ -25,14 +26,17 @@ func (s *Server) checkAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
 		return false
 	}
-	if msg := validateMessages(body); msg != "" {
+	if msg := validateMessages(body, betaHas(r.Header, "per-turn-control")); msg != "" {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return false
 	}
 	return true
 }
 
-func validateMessages(body []byte) string {
+// validateMessages checks what the Messages API refuses; systemRole: the
+// request enabled system messages inside messages (a per-turn-control
+// beta, which Claude Code sends).
+func validateMessages(body []byte, systemRole bool) string {
 	var req struct {
 		Model     *string `json:"model"`
 		MaxTokens *int64  `json:"max_tokens"`
@@ -58,7 +62,7 @@ func validateMessages(body []byte) string {
 		return "messages: Field required"
 	}
 	for i, m := range req.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
+		if m.Role != "user" && m.Role != "assistant" && (m.Role != "system" || !systemRole) {
 			return fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
 		var str string
@@ -171,4 +175,17 @@ func (s *Server) anthropicReply(w http.ResponseWriter, hr *http.Request, req Req
 		"delta": map[string]any{"stop_reason": r.stopReason(), "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": u.OutputTokens}})
 	sw.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// betaHas reports whether an anthropic-beta header names a beta with
+// prefix (betas are comma-separated, in one header or several).
+func betaHas(h http.Header, prefix string) bool {
+	for _, v := range h.Values("anthropic-beta") {
+		for b := range strings.SplitSeq(v, ",") {
+			if strings.HasPrefix(strings.TrimSpace(b), prefix) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -223,7 +223,7 @@ func validateVertexMessages(body []byte, rt vertexRoute) string {
 	delete(m, "anthropic_version")
 	m["model"], _ = json.Marshal(rt.model)
 	b, _ := json.Marshal(m)
-	return validateMessages(b)
+	return validateMessages(b, false)
 }
 
 // validToken reports whether an Authorization header carries an unexpired

@@ -35,6 +35,26 @@ func (*Provider) Protocols() []upstream.Protocol {
 	return []upstream.Protocol{upstream.ChatCompletions, upstream.Responses}
 }
 
+// ProtocolsFor implements upstream.BackendProtocols. Backend option
+// "protocols" lists the APIs the backend serves, preferred first
+// ("chat_completions", "responses", comma-separated): an OpenAI-compatible
+// server that has no Responses API (most self-hosted ones) takes a
+// Responses client translated to chat completions. Unknown names are
+// ignored; none known, both.
+func (p *Provider) ProtocolsFor(b upstream.Backend) []upstream.Protocol {
+	var out []upstream.Protocol
+	for name := range strings.SplitSeq(b.Options["protocols"], ",") {
+		switch proto := upstream.Protocol(strings.TrimSpace(name)); proto {
+		case upstream.ChatCompletions, upstream.Responses:
+			out = append(out, proto)
+		}
+	}
+	if len(out) == 0 {
+		return p.Protocols()
+	}
+	return out
+}
+
 // Send implements upstream.TextProvider. Backend options: "organization" and
 // "project" set the OpenAI-Organization and OpenAI-Project headers. The
 // client's OpenAI-Beta header is forwarded.
