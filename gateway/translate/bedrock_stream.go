@@ -48,8 +48,8 @@ type bedrockDecoder struct {
 				RedactedContent string  `json:"redactedContent"`
 			} `json:"reasoningContent"`
 		} `json:"delta"`
-		StopReason string  `json:"stopReason"`
-		Usage      *bUsage `json:"usage"`
+		StopReason string        `json:"stopReason"`
+		Usage      *bedrockUsage `json:"usage"`
 		Error      *struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`
@@ -206,7 +206,7 @@ func (e *bedrockEncoder) encode(ev StreamEvent, out []Event) []Event {
 		out = bedrockEvent(out, "contentBlockStop", map[string]any{"contentBlockIndex": ev.Index})
 	case EvFinish:
 		out = bedrockEvent(out, "messageStop", map[string]any{"stopReason": bedrockStopReason(ev.Stop)})
-		out = bedrockEvent(out, "metadata", map[string]any{"usage": bedrockUsage(ev.Usage), "metrics": map[string]any{"latencyMs": 0}})
+		out = bedrockEvent(out, "metadata", map[string]any{"usage": newBedrockUsage(ev.Usage), "metrics": map[string]any{"latencyMs": 0}})
 	case EvError:
 		typ := "internalServerException"
 		if ev.ErrStatus == http.StatusTooManyRequests {

@@ -9,47 +9,47 @@ import (
 // Codec of the chat_completions protocol (OpenAI Chat Completions wire
 // format): requests.
 
-type cReq struct {
-	Model               string          `json:"model"`
-	Messages            []cMsg          `json:"messages"`
-	MaxTokens           *int64          `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64        `json:"temperature,omitempty"`
-	TopP                *float64        `json:"top_p,omitempty"`
-	Stop                json.RawMessage `json:"stop,omitempty"`
-	Stream              bool            `json:"stream,omitempty"`
-	StreamOptions       *cStreamOptions `json:"stream_options,omitempty"`
-	Tools               []cTool         `json:"tools,omitempty"`
-	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
-	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
-	User                string          `json:"user,omitempty"`
+type chatRequest struct {
+	Model               string             `json:"model"`
+	Messages            []chatMessage      `json:"messages"`
+	MaxTokens           *int64             `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int64             `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64           `json:"temperature,omitempty"`
+	TopP                *float64           `json:"top_p,omitempty"`
+	Stop                json.RawMessage    `json:"stop,omitempty"`
+	Stream              bool               `json:"stream,omitempty"`
+	StreamOptions       *chatStreamOptions `json:"stream_options,omitempty"`
+	Tools               []chatTool         `json:"tools,omitempty"`
+	ToolChoice          json.RawMessage    `json:"tool_choice,omitempty"`
+	ReasoningEffort     string             `json:"reasoning_effort,omitempty"`
+	User                string             `json:"user,omitempty"`
 }
 
-type cStreamOptions struct {
+type chatStreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-type cMsg struct {
+type chatMessage struct {
 	Role             string          `json:"role"`
 	Content          json.RawMessage `json:"content,omitempty"`
-	ToolCalls        []cToolCall     `json:"tool_calls,omitempty"`
+	ToolCalls        []chatToolCall  `json:"tool_calls,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
 	Refusal          *string         `json:"refusal,omitempty"`
 }
 
-type cPart struct {
-	Type     string     `json:"type"`
-	Text     string     `json:"text,omitempty"`
-	ImageURL *cImageURL `json:"image_url,omitempty"`
+type chatContentPart struct {
+	Type     string        `json:"type"`
+	Text     string        `json:"text,omitempty"`
+	ImageURL *chatImageURL `json:"image_url,omitempty"`
 }
 
-type cImageURL struct {
+type chatImageURL struct {
 	URL    string `json:"url"`
 	Detail string `json:"detail,omitempty"`
 }
 
-type cToolCall struct {
+type chatToolCall struct {
 	Index    *int   `json:"index,omitempty"`
 	ID       string `json:"id,omitempty"`
 	Type     string `json:"type,omitempty"`
@@ -59,7 +59,7 @@ type cToolCall struct {
 	} `json:"function"`
 }
 
-type cTool struct {
+type chatTool struct {
 	Type     string `json:"type"`
 	Function struct {
 		Name        string          `json:"name"`
@@ -69,7 +69,7 @@ type cTool struct {
 }
 
 func decodeChatRequest(body []byte) (*Request, error) {
-	var in cReq
+	var in chatRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("chat completions request: %w", err)
 	}
@@ -152,7 +152,7 @@ func chatText(raw json.RawMessage) string {
 	if s, ok := rawString(raw); ok {
 		return s
 	}
-	var parts []cPart
+	var parts []chatContentPart
 	if json.Unmarshal(raw, &parts) != nil {
 		return ""
 	}
@@ -169,7 +169,7 @@ func chatParts(raw json.RawMessage) ([]Part, error) {
 	if s, ok := rawString(raw); ok {
 		return []Part{{Type: PartText, Text: s}}, nil
 	}
-	var parts []cPart
+	var parts []chatContentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, fmt.Errorf("chat completions content: %w", err)
 	}
@@ -195,7 +195,7 @@ func imagePart(u string) Part {
 }
 
 func encodeChatRequest(r *Request, model string) ([]byte, error) {
-	out := cReq{Model: model, Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream,
+	out := chatRequest{Model: model, Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream,
 		ReasoningEffort: r.ReasoningEffort, User: r.User}
 	if r.ReasoningEffort == "none" {
 		out.ReasoningEffort = ""
@@ -204,25 +204,25 @@ func encodeChatRequest(r *Request, model string) ([]byte, error) {
 		out.MaxCompletionTokens = ptr(r.MaxTokens)
 	}
 	if r.Stream {
-		out.StreamOptions = &cStreamOptions{IncludeUsage: true}
+		out.StreamOptions = &chatStreamOptions{IncludeUsage: true}
 	}
 	if len(r.Stop) > 0 {
 		out.Stop, _ = json.Marshal(r.Stop)
 	}
 	for _, s := range r.System {
 		c, _ := json.Marshal(s)
-		out.Messages = append(out.Messages, cMsg{Role: "system", Content: c})
+		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: c})
 	}
 	for _, m := range r.Messages {
 		if m.Role == "assistant" {
-			msg := cMsg{Role: "assistant"}
+			msg := chatMessage{Role: "assistant"}
 			var text strings.Builder
 			for _, p := range m.Parts {
 				switch p.Type {
 				case PartText:
 					text.WriteString(p.Text)
 				case PartToolCall:
-					var tc cToolCall
+					var tc chatToolCall
 					tc.ID, tc.Type = p.ID, "function"
 					tc.Function.Name, tc.Function.Arguments = p.Name, string(validJSONOr(p.Arguments, "{}"))
 					msg.ToolCalls = append(msg.ToolCalls, tc)
@@ -234,16 +234,16 @@ func encodeChatRequest(r *Request, model string) ([]byte, error) {
 			out.Messages = append(out.Messages, msg)
 			continue
 		}
-		var parts []cPart
+		var parts []chatContentPart
 		for _, p := range m.Parts {
 			switch p.Type {
 			case PartToolResult:
 				c, _ := json.Marshal(p.Text)
-				out.Messages = append(out.Messages, cMsg{Role: "tool", ToolCallID: p.ID, Content: c})
+				out.Messages = append(out.Messages, chatMessage{Role: "tool", ToolCallID: p.ID, Content: c})
 			case PartText:
-				parts = append(parts, cPart{Type: "text", Text: p.Text})
+				parts = append(parts, chatContentPart{Type: "text", Text: p.Text})
 			case PartImage:
-				parts = append(parts, cPart{Type: "image_url", ImageURL: &cImageURL{URL: imageURL(p)}})
+				parts = append(parts, chatContentPart{Type: "image_url", ImageURL: &chatImageURL{URL: imageURL(p)}})
 			}
 		}
 		if len(parts) == 0 {
@@ -255,10 +255,10 @@ func encodeChatRequest(r *Request, model string) ([]byte, error) {
 		} else {
 			c, _ = json.Marshal(parts)
 		}
-		out.Messages = append(out.Messages, cMsg{Role: "user", Content: c})
+		out.Messages = append(out.Messages, chatMessage{Role: "user", Content: c})
 	}
 	for _, t := range r.Tools {
-		var ct cTool
+		var ct chatTool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description = t.Name, t.Description
 		ct.Function.Parameters = validJSONOr(string(t.Parameters), `{"type":"object"}`)

@@ -26,18 +26,18 @@ type chatDecoder struct {
 	reported bool
 }
 
-type cChunk struct {
+type chatChunk struct {
 	ID      string `json:"id"`
 	Choices []struct {
 		Delta struct {
-			Content          *string     `json:"content"`
-			ReasoningContent *string     `json:"reasoning_content"`
-			Refusal          *string     `json:"refusal"`
-			ToolCalls        []cToolCall `json:"tool_calls"`
+			Content          *string        `json:"content"`
+			ReasoningContent *string        `json:"reasoning_content"`
+			Refusal          *string        `json:"refusal"`
+			ToolCalls        []chatToolCall `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *cUsage `json:"usage"`
+	Usage *chatUsage `json:"usage"`
 	Error *struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
@@ -68,7 +68,7 @@ func (d *chatDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, error)
 	if d.finished {
 		return out, nil
 	}
-	var c cChunk
+	var c chatChunk
 	if err := json.Unmarshal(ev.Data, &c); err != nil {
 		return out, fmt.Errorf("chat completions chunk: %w", err)
 	}

@@ -14,9 +14,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the curr
 
 var (
 	allProtocols = []Protocol{Messages, ChatCompletions, Responses}
-	fixtureReqs  = map[Protocol]string{Messages: messagesRequest, ChatCompletions: chatRequest, Responses: responsesRequest}
-	fixtureResps = map[Protocol]string{Messages: messagesResponse, ChatCompletions: chatResponse, Responses: responsesResponse}
-	fixtureSSE   = map[Protocol]string{Messages: messagesStream, ChatCompletions: chatStream, Responses: responsesStream}
+	fixtureReqs  = map[Protocol]string{Messages: fixtureMessagesRequest, ChatCompletions: fixtureChatRequest, Responses: fixtureResponsesRequest}
+	fixtureResps = map[Protocol]string{Messages: fixtureMessagesResponse, ChatCompletions: fixtureChatResponse, Responses: fixtureResponsesResponse}
+	fixtureSSE   = map[Protocol]string{Messages: fixtureMessagesStream, ChatCompletions: fixtureChatStream, Responses: fixtureResponsesStream}
 )
 
 func golden(t *testing.T, name, got string) {

@@ -13,34 +13,34 @@ import (
 // client's protocol made it optional and the client did not set it.
 var DefaultMaxTokens int64 = 4096
 
-type mReq struct {
-	Model         string          `json:"model"`
-	Messages      []mMsg          `json:"messages"`
-	System        json.RawMessage `json:"system,omitempty"`
-	MaxTokens     int64           `json:"max_tokens"`
-	Temperature   *float64        `json:"temperature,omitempty"`
-	TopP          *float64        `json:"top_p,omitempty"`
-	StopSequences []string        `json:"stop_sequences,omitempty"`
-	Stream        bool            `json:"stream,omitempty"`
-	Tools         []mTool         `json:"tools,omitempty"`
-	ToolChoice    *mToolChoice    `json:"tool_choice,omitempty"`
-	Thinking      *mThinking      `json:"thinking,omitempty"`
-	Metadata      *mMetadata      `json:"metadata,omitempty"`
+type messagesRequest struct {
+	Model         string              `json:"model"`
+	Messages      []messagesMessage   `json:"messages"`
+	System        json.RawMessage     `json:"system,omitempty"`
+	MaxTokens     int64               `json:"max_tokens"`
+	Temperature   *float64            `json:"temperature,omitempty"`
+	TopP          *float64            `json:"top_p,omitempty"`
+	StopSequences []string            `json:"stop_sequences,omitempty"`
+	Stream        bool                `json:"stream,omitempty"`
+	Tools         []messagesTool      `json:"tools,omitempty"`
+	ToolChoice    *messagesToolChoice `json:"tool_choice,omitempty"`
+	Thinking      *messagesThinking   `json:"thinking,omitempty"`
+	Metadata      *messagesMetadata   `json:"metadata,omitempty"`
 }
 
-type mMetadata struct {
+type messagesMetadata struct {
 	UserID string `json:"user_id,omitempty"`
 }
 
-type mMsg struct {
+type messagesMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 }
 
-type mBlock struct {
+type messagesBlock struct {
 	Type         string          `json:"type"`
 	Text         string          `json:"text,omitempty"`
-	Source       *mSource        `json:"source,omitempty"`
+	Source       *messagesSource `json:"source,omitempty"`
 	ID           string          `json:"id,omitempty"`
 	Name         string          `json:"name,omitempty"`
 	Input        json.RawMessage `json:"input,omitempty"`
@@ -52,14 +52,14 @@ type mBlock struct {
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
-type mSource struct {
+type messagesSource struct {
 	Type      string `json:"type"`
 	MediaType string `json:"media_type,omitempty"`
 	Data      string `json:"data,omitempty"`
 	URL       string `json:"url,omitempty"`
 }
 
-type mTool struct {
+type messagesTool struct {
 	Type         string          `json:"type,omitempty"`
 	Name         string          `json:"name"`
 	Description  string          `json:"description,omitempty"`
@@ -67,18 +67,18 @@ type mTool struct {
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
-type mToolChoice struct {
+type messagesToolChoice struct {
 	Type string `json:"type"`
 	Name string `json:"name,omitempty"`
 }
 
-type mThinking struct {
+type messagesThinking struct {
 	Type         string `json:"type"`
 	BudgetTokens int64  `json:"budget_tokens,omitempty"`
 }
 
 func decodeMessagesRequest(body []byte) (*Request, error) {
-	var in mReq
+	var in messagesRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("messages request: %w", err)
 	}
@@ -92,7 +92,7 @@ func decodeMessagesRequest(body []byte) (*Request, error) {
 	if s, ok := rawString(in.System); ok {
 		r.System = []string{s}
 	} else if len(in.System) > 0 && in.System[0] == '[' {
-		var blocks []mBlock
+		var blocks []messagesBlock
 		if err := json.Unmarshal(in.System, &blocks); err != nil {
 			return nil, fmt.Errorf("messages request system: %w", err)
 		}
@@ -143,7 +143,7 @@ func decodeMessagesContent(raw json.RawMessage) ([]Part, bool, error) {
 	if s, ok := rawString(raw); ok {
 		return []Part{{Type: PartText, Text: s}}, false, nil
 	}
-	var blocks []mBlock
+	var blocks []messagesBlock
 	if err := json.Unmarshal(raw, &blocks); err != nil {
 		return nil, false, fmt.Errorf("messages content: %w", err)
 	}
@@ -184,7 +184,7 @@ func flattenToolResult(raw json.RawMessage) string {
 	if s, ok := rawString(raw); ok {
 		return s
 	}
-	var blocks []mBlock
+	var blocks []messagesBlock
 	if json.Unmarshal(raw, &blocks) != nil {
 		return ""
 	}
@@ -198,9 +198,9 @@ func flattenToolResult(raw json.RawMessage) string {
 }
 
 func encodeMessagesRequest(r *Request, model string) ([]byte, error) {
-	out := mReq{
+	out := messagesRequest{
 		Model: model, MaxTokens: r.MaxTokens, TopP: r.TopP, StopSequences: r.Stop, Stream: r.Stream,
-		Messages: make([]mMsg, 0, len(r.Messages)),
+		Messages: make([]messagesMessage, 0, len(r.Messages)),
 	}
 	if out.MaxTokens <= 0 {
 		out.MaxTokens = DefaultMaxTokens
@@ -229,7 +229,7 @@ func encodeMessagesRequest(r *Request, model string) ([]byte, error) {
 		blocks := make([]json.RawMessage, 0, len(m.Parts))
 		var rest []json.RawMessage
 		for _, p := range m.Parts {
-			b, ok := messagesBlock(p)
+			b, ok := messagesBlockOf(p)
 			if !ok {
 				continue
 			}
@@ -251,19 +251,19 @@ func encodeMessagesRequest(r *Request, model string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.Messages = append(out.Messages, mMsg{Role: m.Role, Content: content})
+		out.Messages = append(out.Messages, messagesMessage{Role: m.Role, Content: content})
 	}
 	for _, t := range r.Tools {
-		out.Tools = append(out.Tools, mTool{Name: t.Name, Description: t.Description, InputSchema: validJSONOr(string(t.Parameters), `{"type":"object"}`)})
+		out.Tools = append(out.Tools, messagesTool{Name: t.Name, Description: t.Description, InputSchema: validJSONOr(string(t.Parameters), `{"type":"object"}`)})
 	}
 	if tc := r.ToolChoice; tc != nil && len(out.Tools) > 0 {
 		switch tc.Mode {
 		case "required":
-			out.ToolChoice = &mToolChoice{Type: "any"}
+			out.ToolChoice = &messagesToolChoice{Type: "any"}
 		case "tool":
-			out.ToolChoice = &mToolChoice{Type: "tool", Name: tc.Name}
+			out.ToolChoice = &messagesToolChoice{Type: "tool", Name: tc.Name}
 		case "none", "auto":
-			out.ToolChoice = &mToolChoice{Type: tc.Mode}
+			out.ToolChoice = &messagesToolChoice{Type: tc.Mode}
 		}
 	}
 	budget := r.ThinkingBudget
@@ -271,41 +271,41 @@ func encodeMessagesRequest(r *Request, model string) ([]byte, error) {
 		budget = effortBudget(r.ReasoningEffort)
 	}
 	if budget >= 1024 && budget < out.MaxTokens {
-		out.Thinking = &mThinking{Type: "enabled", BudgetTokens: budget}
+		out.Thinking = &messagesThinking{Type: "enabled", BudgetTokens: budget}
 		out.Temperature, out.TopP = nil, nil // not allowed with thinking
 	}
 	if r.User != "" {
-		out.Metadata = &mMetadata{UserID: r.User}
+		out.Metadata = &messagesMetadata{UserID: r.User}
 	}
 	return json.Marshal(out)
 }
 
-func messagesBlock(p Part) (mBlock, bool) {
+func messagesBlockOf(p Part) (messagesBlock, bool) {
 	switch p.Type {
 	case PartText:
 		if p.Text == "" {
-			return mBlock{}, false
+			return messagesBlock{}, false
 		}
-		return mBlock{Type: "text", Text: p.Text}, true
+		return messagesBlock{Type: "text", Text: p.Text}, true
 	case PartImage:
 		if p.ImageURL != "" {
 			if mt, data, ok := splitDataURL(p.ImageURL); ok {
-				return mBlock{Type: "image", Source: &mSource{Type: "base64", MediaType: mt, Data: data}}, true
+				return messagesBlock{Type: "image", Source: &messagesSource{Type: "base64", MediaType: mt, Data: data}}, true
 			}
-			return mBlock{Type: "image", Source: &mSource{Type: "url", URL: p.ImageURL}}, true
+			return messagesBlock{Type: "image", Source: &messagesSource{Type: "url", URL: p.ImageURL}}, true
 		}
-		return mBlock{Type: "image", Source: &mSource{Type: "base64", MediaType: p.MediaType, Data: p.Data}}, true
+		return messagesBlock{Type: "image", Source: &messagesSource{Type: "base64", MediaType: p.MediaType, Data: p.Data}}, true
 	case PartToolCall:
-		return mBlock{Type: "tool_use", ID: p.ID, Name: p.Name, Input: validJSONOr(p.Arguments, "{}")}, true
+		return messagesBlock{Type: "tool_use", ID: p.ID, Name: p.Name, Input: validJSONOr(p.Arguments, "{}")}, true
 	case PartToolResult:
 		c, _ := json.Marshal(p.Text)
-		return mBlock{Type: "tool_result", ToolUseID: p.ID, Content: c, IsError: p.IsError}, true
+		return messagesBlock{Type: "tool_result", ToolUseID: p.ID, Content: c, IsError: p.IsError}, true
 	case PartThinking:
 		if p.Signature == "" {
-			return mBlock{}, false // unsigned thinking cannot be replayed upstream
+			return messagesBlock{}, false // unsigned thinking cannot be replayed upstream
 		}
 		t := p.Text
-		return mBlock{Type: "thinking", Thinking: &t, Signature: p.Signature}, true
+		return messagesBlock{Type: "thinking", Thinking: &t, Signature: p.Signature}, true
 	}
-	return mBlock{}, false
+	return messagesBlock{}, false
 }

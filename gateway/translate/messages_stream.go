@@ -23,9 +23,9 @@ type messagesDecoder struct {
 	finished bool
 	ignored  map[int]bool
 	buf      struct {
-		Type    string `json:"type"`
-		Index   int    `json:"index"`
-		Message *mResp `json:"message"`
+		Type    string            `json:"type"`
+		Index   int               `json:"index"`
+		Message *messagesResponse `json:"message"`
 		Block   *struct {
 			Type     string `json:"type"`
 			ID       string `json:"id"`
@@ -41,7 +41,7 @@ type messagesDecoder struct {
 			StopReason   *string `json:"stop_reason"`
 			StopSequence *string `json:"stop_sequence"`
 		} `json:"delta"`
-		Usage *mUsage `json:"usage"`
+		Usage *messagesUsage `json:"usage"`
 		Error *struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`

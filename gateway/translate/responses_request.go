@@ -9,46 +9,46 @@ import (
 // Codec of the responses protocol (OpenAI Responses API wire format):
 // requests.
 
-type rReq struct {
-	Model              string          `json:"model"`
-	Input              json.RawMessage `json:"input"`
-	Instructions       string          `json:"instructions,omitempty"`
-	MaxOutputTokens    *int64          `json:"max_output_tokens,omitempty"`
-	Temperature        *float64        `json:"temperature,omitempty"`
-	TopP               *float64        `json:"top_p,omitempty"`
-	Stream             bool            `json:"stream,omitempty"`
-	Tools              []rTool         `json:"tools,omitempty"`
-	ToolChoice         json.RawMessage `json:"tool_choice,omitempty"`
-	Reasoning          *rReasoning     `json:"reasoning,omitempty"`
-	PreviousResponseID string          `json:"previous_response_id,omitempty"`
-	User               string          `json:"user,omitempty"`
+type responsesRequest struct {
+	Model              string              `json:"model"`
+	Input              json.RawMessage     `json:"input"`
+	Instructions       string              `json:"instructions,omitempty"`
+	MaxOutputTokens    *int64              `json:"max_output_tokens,omitempty"`
+	Temperature        *float64            `json:"temperature,omitempty"`
+	TopP               *float64            `json:"top_p,omitempty"`
+	Stream             bool                `json:"stream,omitempty"`
+	Tools              []responsesTool     `json:"tools,omitempty"`
+	ToolChoice         json.RawMessage     `json:"tool_choice,omitempty"`
+	Reasoning          *responsesReasoning `json:"reasoning,omitempty"`
+	PreviousResponseID string              `json:"previous_response_id,omitempty"`
+	User               string              `json:"user,omitempty"`
 }
 
-type rReasoning struct {
+type responsesReasoning struct {
 	Effort string `json:"effort,omitempty"`
 }
 
-type rTool struct {
+type responsesTool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name,omitempty"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
-type rItem struct {
-	Type      string          `json:"type,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Status    string          `json:"status,omitempty"`
-	Role      string          `json:"role,omitempty"`
-	Content   json.RawMessage `json:"content,omitempty"`
-	CallID    string          `json:"call_id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Arguments *string         `json:"arguments,omitempty"`
-	Output    json.RawMessage `json:"output,omitempty"`
-	Summary   []rContent      `json:"summary,omitempty"`
+type responsesItem struct {
+	Type      string                 `json:"type,omitempty"`
+	ID        string                 `json:"id,omitempty"`
+	Status    string                 `json:"status,omitempty"`
+	Role      string                 `json:"role,omitempty"`
+	Content   json.RawMessage        `json:"content,omitempty"`
+	CallID    string                 `json:"call_id,omitempty"`
+	Name      string                 `json:"name,omitempty"`
+	Arguments *string                `json:"arguments,omitempty"`
+	Output    json.RawMessage        `json:"output,omitempty"`
+	Summary   []responsesContentPart `json:"summary,omitempty"`
 }
 
-type rContent struct {
+type responsesContentPart struct {
 	Type        string             `json:"type"`
 	Text        string             `json:"text,omitempty"`
 	ImageURL    string             `json:"image_url,omitempty"`
@@ -57,7 +57,7 @@ type rContent struct {
 }
 
 func decodeResponsesRequest(body []byte) (*Request, error) {
-	var in rReq
+	var in responsesRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("responses request: %w", err)
 	}
@@ -74,7 +74,7 @@ func decodeResponsesRequest(body []byte) (*Request, error) {
 	if s, ok := rawString(in.Input); ok {
 		r.Messages = []Message{{Role: "user", Parts: []Part{{Type: PartText, Text: s}}}}
 	} else if len(in.Input) > 0 {
-		var items []rItem
+		var items []responsesItem
 		if err := json.Unmarshal(in.Input, &items); err != nil {
 			return nil, fmt.Errorf("responses input: %w", err)
 		}
@@ -146,7 +146,7 @@ func responsesText(raw json.RawMessage) string {
 	if s, ok := rawString(raw); ok {
 		return s
 	}
-	var cs []rContent
+	var cs []responsesContentPart
 	if json.Unmarshal(raw, &cs) != nil {
 		return ""
 	}
@@ -161,7 +161,7 @@ func responsesParts(raw json.RawMessage) ([]Part, error) {
 	if s, ok := rawString(raw); ok {
 		return []Part{{Type: PartText, Text: s}}, nil
 	}
-	var cs []rContent
+	var cs []responsesContentPart
 	if err := json.Unmarshal(raw, &cs); err != nil {
 		return nil, fmt.Errorf("responses content: %w", err)
 	}
@@ -180,20 +180,20 @@ func responsesParts(raw json.RawMessage) ([]Part, error) {
 }
 
 func encodeResponsesRequest(r *Request, model string) ([]byte, error) {
-	out := rReq{Model: model, Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, User: r.User,
+	out := responsesRequest{Model: model, Temperature: r.Temperature, TopP: r.TopP, Stream: r.Stream, User: r.User,
 		Instructions: strings.Join(r.System, "\n\n")}
 	if r.MaxTokens > 0 {
 		out.MaxOutputTokens = ptr(r.MaxTokens)
 	}
 	if r.ReasoningEffort != "" {
-		out.Reasoning = &rReasoning{Effort: r.ReasoningEffort}
+		out.Reasoning = &responsesReasoning{Effort: r.ReasoningEffort}
 	}
 	items := make([]any, 0, len(r.Messages))
 	for _, m := range r.Messages {
-		var content []rContent
+		var content []responsesContentPart
 		flush := func() {
 			if len(content) > 0 {
-				items = append(items, rItem{Type: "message", Role: m.Role, Content: mustJSON(content)})
+				items = append(items, responsesItem{Type: "message", Role: m.Role, Content: mustJSON(content)})
 				content = nil
 			}
 		}
@@ -201,26 +201,26 @@ func encodeResponsesRequest(r *Request, model string) ([]byte, error) {
 			switch p.Type {
 			case PartText:
 				if m.Role == "assistant" {
-					content = append(content, rContent{Type: "output_text", Text: p.Text, Annotations: &[]json.RawMessage{}})
+					content = append(content, responsesContentPart{Type: "output_text", Text: p.Text, Annotations: &[]json.RawMessage{}})
 				} else {
-					content = append(content, rContent{Type: "input_text", Text: p.Text})
+					content = append(content, responsesContentPart{Type: "input_text", Text: p.Text})
 				}
 			case PartImage:
-				content = append(content, rContent{Type: "input_image", ImageURL: imageURL(p)})
+				content = append(content, responsesContentPart{Type: "input_image", ImageURL: imageURL(p)})
 			case PartToolCall:
 				flush()
 				args := string(validJSONOr(p.Arguments, "{}"))
-				items = append(items, rItem{Type: "function_call", CallID: p.ID, Name: p.Name, Arguments: &args})
+				items = append(items, responsesItem{Type: "function_call", CallID: p.ID, Name: p.Name, Arguments: &args})
 			case PartToolResult:
 				flush()
-				items = append(items, rItem{Type: "function_call_output", CallID: p.ID, Output: mustJSON(p.Text)})
+				items = append(items, responsesItem{Type: "function_call_output", CallID: p.ID, Output: mustJSON(p.Text)})
 			}
 		}
 		flush()
 	}
 	out.Input = mustJSON(items)
 	for _, t := range r.Tools {
-		out.Tools = append(out.Tools, rTool{Type: "function", Name: t.Name, Description: t.Description,
+		out.Tools = append(out.Tools, responsesTool{Type: "function", Name: t.Name, Description: t.Description,
 			Parameters: validJSONOr(string(t.Parameters), `{"type":"object"}`)})
 	}
 	if tc := r.ToolChoice; tc != nil && len(out.Tools) > 0 {

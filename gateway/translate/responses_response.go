@@ -10,7 +10,7 @@ import (
 // Codec of the responses protocol (OpenAI Responses API wire format):
 // complete responses and usage.
 
-type rUsage struct {
+type responsesUsage struct {
 	InputTokens        int64 `json:"input_tokens"`
 	InputTokensDetails *struct {
 		CachedTokens *int64 `json:"cached_tokens,omitempty"`
@@ -22,23 +22,23 @@ type rUsage struct {
 	TotalTokens int64 `json:"total_tokens"`
 }
 
-type rResp struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	CreatedAt         int64           `json:"created_at"`
-	Status            string          `json:"status"`
-	Error             json.RawMessage `json:"error"`
-	IncompleteDetails *rIncomplete    `json:"incomplete_details"`
-	Model             string          `json:"model"`
-	Output            []rItem         `json:"output"`
-	Usage             *rUsage         `json:"usage"`
+type responsesResponse struct {
+	ID                string                      `json:"id"`
+	Object            string                      `json:"object"`
+	CreatedAt         int64                       `json:"created_at"`
+	Status            string                      `json:"status"`
+	Error             json.RawMessage             `json:"error"`
+	IncompleteDetails *responsesIncompleteDetails `json:"incomplete_details"`
+	Model             string                      `json:"model"`
+	Output            []responsesItem             `json:"output"`
+	Usage             *responsesUsage             `json:"usage"`
 }
 
-type rIncomplete struct {
+type responsesIncompleteDetails struct {
 	Reason string `json:"reason"`
 }
 
-func (u *rUsage) toUsage() Usage {
+func (u *responsesUsage) toUsage() Usage {
 	out := Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReportedTotalTokens: ptr(u.TotalTokens)}
 	if d := u.InputTokensDetails; d != nil && d.CachedTokens != nil {
 		out.CacheReadTokens = ptr(*d.CachedTokens)
@@ -66,7 +66,7 @@ func appendResponsesUsage(d []byte, u Usage) []byte {
 }
 
 func decodeResponsesResponse(body []byte) (*Response, error) {
-	var in rResp
+	var in responsesResponse
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("responses response: %w", err)
 	}
@@ -98,7 +98,7 @@ func decodeResponsesResponse(body []byte) (*Response, error) {
 	return r, nil
 }
 
-func stopFromResponses(status string, inc *rIncomplete, parts []Part) StopReason {
+func stopFromResponses(status string, inc *responsesIncompleteDetails, parts []Part) StopReason {
 	if status == "incomplete" && inc != nil {
 		if inc.Reason == "content_filter" {
 			return StopContentFilter
@@ -134,15 +134,15 @@ func encodeResponsesResponse(r *Response) ([]byte, error) {
 	}
 	var items [][]byte
 	for _, p := range r.Parts {
-		items = append(items, responsesItem(p, "", "completed"))
+		items = append(items, encodeResponsesItem(p, "", "completed"))
 	}
 	status, inc := responsesStatus(r.Stop)
 	return responsesObject(id, created, r.Model, status, inc, items, &r.Usage, nil), nil
 }
 
-// responsesItem renders one output item of a finished part; id is the item's
+// encodeResponsesItem renders one output item of a finished part; id is the item's
 // ID (generated when empty).
-func responsesItem(p Part, id, status string) []byte {
+func encodeResponsesItem(p Part, id, status string) []byte {
 	d := make([]byte, 0, 128+len(p.Text)+len(p.Arguments))
 	switch p.Type {
 	case PartToolCall:
@@ -241,7 +241,7 @@ func responsesUsageOf(body []byte) (Usage, bool) {
 	if !ok || string(raw) == "null" {
 		return Usage{}, false
 	}
-	var u rUsage
+	var u responsesUsage
 	if json.Unmarshal(raw, &u) != nil {
 		return Usage{}, false
 	}

@@ -23,18 +23,18 @@ type responsesDecoder struct {
 	sawTool  bool
 }
 
-type rEvent struct {
-	Type         string `json:"type"`
-	OutputIndex  int    `json:"output_index"`
-	ContentIndex int    `json:"content_index"`
-	Delta        string `json:"delta"`
-	Item         *rItem `json:"item"`
+type responsesStreamEvent struct {
+	Type         string         `json:"type"`
+	OutputIndex  int            `json:"output_index"`
+	ContentIndex int            `json:"content_index"`
+	Delta        string         `json:"delta"`
+	Item         *responsesItem `json:"item"`
 	Part         *struct {
 		Type string `json:"type"`
 	} `json:"part"`
-	Response *rResp `json:"response"`
-	Message  string `json:"message"`
-	Code     string `json:"code"`
+	Response *responsesResponse `json:"response"`
+	Message  string             `json:"message"`
+	Code     string             `json:"code"`
 }
 
 func newResponsesDecoder() *responsesDecoder {
@@ -60,7 +60,7 @@ func (d *responsesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, e
 	if d.finished {
 		return out, nil
 	}
-	var e rEvent
+	var e responsesStreamEvent
 	if err := json.Unmarshal(ev.Data, &e); err != nil {
 		return out, fmt.Errorf("responses stream event: %w", err)
 	}
@@ -152,13 +152,13 @@ type responsesEncoder struct {
 	seq      int64
 	started  bool
 	finished bool
-	items    [][]byte       // finished output items
-	open     map[int]*rOpen // neutral index → open item
-	order    []int          // open neutral indexes
+	items    [][]byte                   // finished output items
+	open     map[int]*responsesOpenItem // neutral index → open item
+	order    []int                      // open neutral indexes
 	scratch  []byte
 }
 
-type rOpen struct {
+type responsesOpenItem struct {
 	part   PartType
 	outIdx int
 	itemID string
@@ -168,7 +168,7 @@ type rOpen struct {
 }
 
 func newResponsesEncoder(model string) *responsesEncoder {
-	return &responsesEncoder{id: NewID("resp_"), model: model, created: time.Now().Unix(), open: map[int]*rOpen{}}
+	return &responsesEncoder{id: NewID("resp_"), model: model, created: time.Now().Unix(), open: map[int]*responsesOpenItem{}}
 }
 
 // event renders {"type":<name>,"sequence_number":n,<body>}.
@@ -208,7 +208,7 @@ func (e *responsesEncoder) encode(ev StreamEvent, out []Event) []Event {
 	}
 	switch ev.Kind {
 	case EvBlockStart:
-		o := &rOpen{part: ev.Part, outIdx: len(e.items) + len(e.order), callID: ev.ID, name: ev.Name}
+		o := &responsesOpenItem{part: ev.Part, outIdx: len(e.items) + len(e.order), callID: ev.ID, name: ev.Name}
 		e.open[ev.Index] = o
 		e.order = append(e.order, ev.Index)
 		switch ev.Part {
@@ -276,7 +276,7 @@ func (e *responsesEncoder) encode(ev StreamEvent, out []Event) []Event {
 	return out
 }
 
-func (e *responsesEncoder) itemBody(o *rOpen, status string, added bool) []byte {
+func (e *responsesEncoder) itemBody(o *responsesOpenItem, status string, added bool) []byte {
 	d := make([]byte, 0, 160)
 	d = append(d, `"output_index":`...)
 	d = appendInt(d, int64(o.outIdx))
@@ -305,15 +305,15 @@ func (e *responsesEncoder) itemBody(o *rOpen, status string, added bool) []byte 
 	return append(d, e.finishedItem(o, status)...)
 }
 
-func (e *responsesEncoder) finishedItem(o *rOpen, status string) []byte {
+func (e *responsesEncoder) finishedItem(o *responsesOpenItem, status string) []byte {
 	p := Part{Type: o.part, Text: o.text.String()}
 	if o.part == PartToolCall {
 		p = Part{Type: PartToolCall, ID: o.callID, Name: o.name, Arguments: o.text.String()}
 	}
-	return responsesItem(p, o.itemID, status)
+	return encodeResponsesItem(p, o.itemID, status)
 }
 
-func (e *responsesEncoder) partBody(o *rOpen, indexName, part string) []byte {
+func (e *responsesEncoder) partBody(o *responsesOpenItem, indexName, part string) []byte {
 	d := make([]byte, 0, 160)
 	d = append(d, `"item_id":`...)
 	d = appendJSONString(d, o.itemID)
