@@ -117,12 +117,12 @@ var errBedrockImageFormat = errors.New("bedrock upstream: images must be png, jp
 // encodeBedrockRequest renders r as a Converse body.
 func encodeBedrockRequest(r *Request, _ string) ([]byte, error) {
 	out := bedrockRequest{Messages: []bedrockMessage{}}
-	for _, s := range r.System {
+	for _, s := range r.systemPrompts() {
 		if s != "" {
 			out.System = append(out.System, bedrockSystemBlock{Text: s})
 		}
 	}
-	for _, m := range r.Messages {
+	for _, m := range r.turns() {
 		role := "user"
 		if m.Role == "assistant" {
 			role = "assistant"
@@ -148,9 +148,9 @@ func encodeBedrockRequest(r *Request, _ string) ([]byte, error) {
 		}
 		out.Messages = append(out.Messages, bedrockMessage{Role: role, Content: blocks})
 	}
-	if len(r.Tools) > 0 {
+	if tools := narrowTools(r); len(tools) > 0 {
 		tc := &bedrockToolConfig{}
-		for _, t := range r.Tools {
+		for _, t := range tools {
 			tc.Tools = append(tc.Tools, bedrockTool{ToolSpec: bedrockToolSpec{Name: t.Name, Description: t.Description,
 				InputSchema: bedrockInputSchema{JSON: validJSONOr(string(t.Parameters), `{"type":"object","properties":{}}`)}}})
 		}
@@ -170,7 +170,7 @@ func encodeBedrockRequest(r *Request, _ string) ([]byte, error) {
 		}
 		out.ToolConfig = tc
 	}
-	ic := bedrockInferenceConfig{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, StopSequences: r.Stop}
+	ic := bedrockInferenceConfig{MaxTokens: r.MaxTokens, Temperature: clamp(r.Temperature, 0, 1), TopP: clamp(r.TopP, 0, 1), StopSequences: r.Stop}
 	if ic.MaxTokens > 0 || ic.Temperature != nil || ic.TopP != nil || len(ic.StopSequences) > 0 {
 		out.InferenceConfig = &ic
 	}

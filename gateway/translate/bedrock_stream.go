@@ -198,6 +198,9 @@ func (e *bedrockEncoder) encode(ev StreamEvent, out []Event) []Event {
 			delta = map[string]any{"toolUse": map[string]any{"input": ev.Text}}
 		case PartThinking:
 			delta = map[string]any{"reasoningContent": map[string]any{"text": ev.Text}}
+			if ev.Signature != "" {
+				delta = map[string]any{"reasoningContent": map[string]any{"signature": ev.Signature}}
+			}
 		default:
 			delta = map[string]any{"text": ev.Text}
 		}

@@ -99,8 +99,8 @@ func decodeChatResponse(body []byte) (*Response, error) {
 		} else if c.Message.Refusal != nil && *c.Message.Refusal != "" {
 			r.Parts = append(r.Parts, Part{Type: PartText, Text: *c.Message.Refusal})
 		}
-		for _, tc := range c.Message.ToolCalls {
-			r.Parts = append(r.Parts, Part{Type: PartToolCall, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		for i := range c.Message.ToolCalls {
+			r.Parts = append(r.Parts, c.Message.ToolCalls[i].part())
 		}
 	}
 	return r, nil
@@ -121,10 +121,7 @@ func encodeChatResponse(r *Response) ([]byte, error) {
 		case PartText:
 			text.WriteString(p.Text)
 		case PartToolCall:
-			var tc chatToolCall
-			tc.ID, tc.Type = p.ID, "function"
-			tc.Function.Name, tc.Function.Arguments = p.Name, p.Arguments
-			msg.ToolCalls = append(msg.ToolCalls, tc)
+			msg.ToolCalls = append(msg.ToolCalls, chatToolCallOf(p))
 		}
 	}
 	if text.Len() > 0 || len(msg.ToolCalls) == 0 {

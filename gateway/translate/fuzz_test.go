@@ -16,7 +16,10 @@ import (
 // JSON, and output stays bounded by the input (no unbounded growth from a
 // small request or stream).
 
-var protocols = []Protocol{Messages, ChatCompletions, Responses}
+var (
+	protocols    = []Protocol{Messages, ChatCompletions, Responses}
+	upstreamOnly = []Protocol{Gemini, Bedrock}
+)
 
 // pair picks a protocol pair from a fuzzed byte.
 func pair(b byte) (Protocol, Protocol) {
@@ -43,17 +46,20 @@ func FuzzTranslateRequest(f *testing.F) {
 			return
 		}
 		from, to := pair(p)
-		out, err := TranslateRequest(from, to, body, "upstream-model")
-		if err != nil {
-			return
-		}
-		// A body of the client's own protocol is forwarded byte for byte
-		// but for the model (the handler has parsed it already).
-		if !json.Valid(out) && json.Valid(body) {
-			t.Fatalf("%s→%s: invalid JSON %q from %q", from, to, out, body)
-		}
-		if len(out) > bounded(len(body)) {
-			t.Fatalf("%s→%s: %d bytes out of %d in", from, to, len(out), len(body))
+		// The upstream-only protocols are targets of every client protocol.
+		for _, to := range []Protocol{to, upstreamOnly[int(p/9)%2]} {
+			out, _, err := TranslateRequest(from, to, body, "upstream-model")
+			if err != nil {
+				continue
+			}
+			// A body of the client's own protocol is forwarded byte for byte
+			// but for the model (the handler has parsed it already).
+			if !json.Valid(out) && json.Valid(body) {
+				t.Fatalf("%s→%s: invalid JSON %q from %q", from, to, out, body)
+			}
+			if len(out) > bounded(len(body)) {
+				t.Fatalf("%s→%s: %d bytes out of %d in", from, to, len(out), len(body))
+			}
 		}
 	})
 }
@@ -70,7 +76,7 @@ func FuzzTranslateResponse(f *testing.F) {
 			return
 		}
 		from, to := pair(p)
-		out, usage, err := TranslateResponse(from, to, body, "client-model")
+		out, usage, err := TranslateResponse(from, to, body, "client-model", nil)
 		if err != nil {
 			return
 		}

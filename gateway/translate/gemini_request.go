@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -68,11 +69,13 @@ type geminiFunctionCallingConfig struct {
 }
 
 type geminiGenerationConfig struct {
-	MaxOutputTokens int64                 `json:"maxOutputTokens,omitempty"`
-	Temperature     *float64              `json:"temperature,omitempty"`
-	TopP            *float64              `json:"topP,omitempty"`
-	StopSequences   []string              `json:"stopSequences,omitempty"`
-	ThinkingConfig  *geminiThinkingConfig `json:"thinkingConfig,omitempty"`
+	MaxOutputTokens    int64                 `json:"maxOutputTokens,omitempty"`
+	Temperature        *float64              `json:"temperature,omitempty"`
+	TopP               *float64              `json:"topP,omitempty"`
+	StopSequences      []string              `json:"stopSequences,omitempty"`
+	ResponseMimeType   string                `json:"responseMimeType,omitempty"`
+	ResponseJSONSchema json.RawMessage       `json:"responseJsonSchema,omitempty"`
+	ThinkingConfig     *geminiThinkingConfig `json:"thinkingConfig,omitempty"`
 }
 
 type geminiThinkingConfig struct {
@@ -96,9 +99,9 @@ var errGeminiImageURL = errors.New("gemini upstream: images must be inline (data
 // (streamGenerateContent is another method).
 func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 	out := geminiRequest{Contents: []geminiContent{}}
-	if len(r.System) > 0 {
+	if prompts := r.systemPrompts(); len(prompts) > 0 {
 		sys := &geminiContent{}
-		for _, s := range r.System {
+		for _, s := range prompts {
 			sys.Parts = append(sys.Parts, geminiPart{Text: ptr(s)})
 		}
 		out.SystemInstruction = sys
@@ -107,7 +110,7 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 	// functionResponse to its functionCall by name, so the names of the
 	// conversation's calls are looked up by call ID.
 	callNames := map[string]string{}
-	for _, m := range r.Messages {
+	for _, m := range r.turns() {
 		role := "user"
 		if m.Role == "assistant" {
 			role = "model"
@@ -154,14 +157,16 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 		}
 		out.Contents = append(out.Contents, geminiContent{Role: role, Parts: parts})
 	}
-	if len(r.Tools) > 0 {
+	tools := narrowTools(r)
+	if len(tools) > 0 {
 		t := geminiTool{}
-		for _, tl := range r.Tools {
-			t.FunctionDeclarations = append(t.FunctionDeclarations, geminiFunctionDeclaration(tl))
+		for _, tl := range tools {
+			t.FunctionDeclarations = append(t.FunctionDeclarations, geminiFunctionDeclaration{Name: tl.Name,
+				Description: tl.Description, Parameters: withoutSchemaKeyword(tl.Parameters)})
 		}
 		out.Tools = []geminiTool{t}
 	}
-	if tc := r.ToolChoice; tc != nil && len(r.Tools) > 0 {
+	if tc := r.ToolChoice; tc != nil && len(tools) > 0 {
 		c := geminiFunctionCallingConfig{Mode: "AUTO"}
 		switch tc.Mode {
 		case "none":
@@ -173,21 +178,51 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 		}
 		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: c}
 	}
-	gc := geminiGenerationConfig{MaxOutputTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, StopSequences: r.Stop}
+	gc := geminiGenerationConfig{MaxOutputTokens: r.MaxTokens, Temperature: clamp(r.Temperature, 0, 2), TopP: clamp(r.TopP, 0, 1), StopSequences: r.Stop}
 	budget := r.ThinkingBudget
 	if budget == 0 {
 		budget = effortBudget(r.ReasoningEffort)
 	}
 	switch {
 	case budget > 0:
-		gc.ThinkingConfig = &geminiThinkingConfig{IncludeThoughts: true, ThinkingBudget: budget}
+		gc.ThinkingConfig = &geminiThinkingConfig{IncludeThoughts: !r.HideThinking, ThinkingBudget: min(budget, geminiMaxThinkingBudget)}
 	case r.ReasoningEffort == "none":
 		gc.ThinkingConfig = &geminiThinkingConfig{ThinkingBudget: 0}
 	}
-	if gc.MaxOutputTokens > 0 || gc.Temperature != nil || gc.TopP != nil || len(gc.StopSequences) > 0 || gc.ThinkingConfig != nil {
+	if f := r.OutputFormat; f != nil {
+		gc.ResponseMimeType = "application/json"
+		if f.Type == "json_schema" {
+			gc.ResponseJSONSchema = withoutSchemaKeyword(f.Schema)
+		}
+	}
+	if gc.MaxOutputTokens > 0 || gc.Temperature != nil || gc.TopP != nil || len(gc.StopSequences) > 0 || gc.ThinkingConfig != nil || gc.ResponseMimeType != "" {
 		out.GenerationConfig = &gc
 	}
 	return json.Marshal(out)
+}
+
+// geminiMaxThinkingBudget is the largest thinking budget every Gemini 2.5
+// model takes (Flash's; Pro's is 32768): a messages client's budget of up
+// to 31999 would be refused by Flash.
+const geminiMaxThinkingBudget = 24576
+
+// withoutSchemaKeyword removes a JSON schema's top-level "$schema" member,
+// which Gemini refuses ("Unknown name"); Claude Code sends it on every
+// tool.
+func withoutSchemaKeyword(schema json.RawMessage) json.RawMessage {
+	if !bytes.Contains(schema, []byte(`"$schema"`)) {
+		return schema
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(schema, &m) != nil {
+		return schema
+	}
+	delete(m, "$schema")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return schema
+	}
+	return out
 }
 
 // geminiToolResponse is a tool result as functionResponse.response, which

@@ -167,6 +167,9 @@ func (e *geminiEncoder) encode(ev StreamEvent, out []Event) []Event {
 			a.WriteString(ev.Text)
 			break
 		}
+		if ev.Text == "" {
+			break // a thinking signature: Gemini's thoughts have none
+		}
 		t := ev.Text
 		p := geminiPart{Text: &t, Thought: e.kinds[ev.Index] == PartThinking}
 		out = e.chunk(out, geminiResponse{Candidates: []geminiCandidate{{Content: &geminiContent{Role: "model", Parts: []geminiPart{p}}}}})

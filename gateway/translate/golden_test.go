@@ -49,11 +49,11 @@ func TestGoldenTranslations(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s_to_%s", from, to), func(t *testing.T) {
 				g := NewWithT(t)
-				req, err := TranslateRequest(from, to, []byte(fixtureReqs[from]), "up-model")
+				req, _, err := TranslateRequest(from, to, []byte(fixtureReqs[from]), "up-model")
 				g.Expect(err).NotTo(HaveOccurred())
 				golden(t, fmt.Sprintf("request_%s_to_%s", from, to), normalize(req)+"\n")
 
-				resp, _, err := TranslateResponse(from, to, []byte(fixtureResps[from]), "client-model")
+				resp, _, err := TranslateResponse(from, to, []byte(fixtureResps[from]), "client-model", nil)
 				g.Expect(err).NotTo(HaveOccurred())
 				golden(t, fmt.Sprintf("response_%s_to_%s", from, to), normalize(resp)+"\n")
 

@@ -69,6 +69,10 @@ func decodeMessagesResponse(body []byte) (*Response, error) {
 				t = *b.Thinking
 			}
 			r.Parts = append(r.Parts, Part{Type: PartThinking, Text: t, Signature: b.Signature})
+		case "redacted_thinking":
+			if b.Data != "" {
+				r.Parts = append(r.Parts, Part{Type: PartThinking, Redacted: b.Data})
+			}
 		}
 	}
 	return r, nil
@@ -97,6 +101,10 @@ func encodeMessagesResponse(r *Response) ([]byte, error) {
 		case PartToolCall:
 			out.Content = append(out.Content, messagesBlock{Type: "tool_use", ID: p.ID, Name: p.Name, Input: validJSONOr(p.Arguments, "{}")})
 		case PartThinking:
+			if p.Redacted != "" {
+				out.Content = append(out.Content, messagesBlock{Type: "redacted_thinking", Data: p.Redacted})
+				continue
+			}
 			t := p.Text
 			out.Content = append(out.Content, messagesBlock{Type: "thinking", Thinking: &t, Signature: p.Signature})
 		}

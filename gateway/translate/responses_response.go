@@ -77,7 +77,7 @@ func decodeResponsesResponse(body []byte) (*Response, error) {
 	for _, it := range in.Output {
 		switch it.Type {
 		case "message":
-			if t := responsesText(it.Content); t != "" {
+			if t := responsesTextOf(it.Content); t != "" {
 				r.Parts = append(r.Parts, Part{Type: PartText, Text: t})
 			}
 		case "function_call":
@@ -123,7 +123,9 @@ func responsesStatus(s StopReason) (status string, incomplete string) {
 	return "completed", ""
 }
 
-func encodeResponsesResponse(r *Response) ([]byte, error) {
+// encodeResponsesResponse renders r; signer is the upstream protocol whose
+// thinking signatures r carries (see encodeReasoning).
+func encodeResponsesResponse(r *Response, signer Protocol) ([]byte, error) {
 	id := r.ID
 	if !strings.HasPrefix(id, "resp_") {
 		id = NewID("resp_")
@@ -134,18 +136,33 @@ func encodeResponsesResponse(r *Response) ([]byte, error) {
 	}
 	var items [][]byte
 	for _, p := range r.Parts {
-		items = append(items, encodeResponsesItem(p, "", "completed"))
+		items = append(items, encodeResponsesItem(p, "", "completed", signer))
 	}
 	status, inc := responsesStatus(r.Stop)
 	return responsesObject(id, created, r.Model, status, inc, items, &r.Usage, nil), nil
 }
 
-// encodeResponsesItem renders one output item of a finished part; id is the item's
-// ID (generated when empty).
-func encodeResponsesItem(p Part, id, status string) []byte {
-	d := make([]byte, 0, 128+len(p.Text)+len(p.Arguments))
+// encodeResponsesItem renders one output item of a finished part; id is the
+// item's ID (generated when empty), signer as for encodeResponsesResponse.
+func encodeResponsesItem(p Part, id, status string, signer Protocol) []byte {
+	d := make([]byte, 0, 128+len(p.Text)+len(p.Arguments)+len(p.Input))
 	switch p.Type {
 	case PartToolCall:
+		if p.Custom {
+			if id == "" {
+				id = NewID("ctc_")
+			}
+			d = append(d, `{"type":"custom_tool_call","id":`...)
+			d = appendJSONString(d, id)
+			d = append(d, `,"call_id":`...)
+			d = appendJSONString(d, p.ID)
+			d = appendNamespace(d, p.Namespace)
+			d = append(d, `,"name":`...)
+			d = appendJSONString(d, p.Name)
+			d = append(d, `,"input":`...)
+			d = appendJSONString(d, p.Input)
+			return append(d, '}')
+		}
 		if id == "" {
 			id = NewID("fc_")
 		}
@@ -153,6 +170,7 @@ func encodeResponsesItem(p Part, id, status string) []byte {
 		d = appendJSONString(d, id)
 		d = append(d, `,"call_id":`...)
 		d = appendJSONString(d, p.ID)
+		d = appendNamespace(d, p.Namespace)
 		d = append(d, `,"name":`...)
 		d = appendJSONString(d, p.Name)
 		d = append(d, `,"arguments":`...)
@@ -172,7 +190,12 @@ func encodeResponsesItem(p Part, id, status string) []byte {
 			d = appendJSONString(d, p.Text)
 			d = append(d, '}')
 		}
-		return append(d, "]}"...)
+		d = append(d, ']')
+		if enc := encodeReasoning(p, signer); enc != "" {
+			d = append(d, `,"encrypted_content":`...)
+			d = appendJSONString(d, enc)
+		}
+		return append(d, '}')
 	default:
 		if id == "" {
 			id = NewID("msg_")
@@ -186,6 +209,15 @@ func encodeResponsesItem(p Part, id, status string) []byte {
 		d = appendJSONString(d, p.Text)
 		return append(d, `,"annotations":[]}]}`...)
 	}
+}
+
+// appendNamespace adds a tool call's "namespace" member when it has one.
+func appendNamespace(d []byte, ns string) []byte {
+	if ns == "" {
+		return d
+	}
+	d = append(d, `,"namespace":`...)
+	return appendJSONString(d, ns)
 }
 
 // responsesObject renders a Response object.

@@ -390,9 +390,9 @@ func TestToolCallRoundTrip(t *testing.T) {
 	for _, via := range []Protocol{ChatCompletions, Responses} {
 		t.Run(string(via), func(t *testing.T) {
 			g := NewWithT(t)
-			mid, err := TranslateRequest(Messages, via, []byte(fixtureMessagesRequest), "m")
+			mid, _, err := TranslateRequest(Messages, via, []byte(fixtureMessagesRequest), "m")
 			g.Expect(err).NotTo(HaveOccurred())
-			back, err := TranslateRequest(via, Messages, mid, "m")
+			back, _, err := TranslateRequest(via, Messages, mid, "m")
 			g.Expect(err).NotTo(HaveOccurred())
 			got, err := DecodeRequest(Messages, back)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -407,30 +407,30 @@ func TestToolCallRoundTrip(t *testing.T) {
 func TestRequestParameters(t *testing.T) {
 	g := NewWithT(t)
 	// max tokens: chat max_tokens (legacy) is read; messages needs a value.
-	out, err := TranslateRequest(ChatCompletions, Messages, []byte(`{"model":"a","max_tokens":77,"temperature":1.7,"stop":"X","messages":[{"role":"developer","content":"D"},{"role":"user","content":"hi"}]}`), "b")
+	out, _, err := TranslateRequest(ChatCompletions, Messages, []byte(`{"model":"a","max_tokens":77,"temperature":1.7,"stop":"X","messages":[{"role":"developer","content":"D"},{"role":"user","content":"hi"}]}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_tokens":77,"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],"model":"b","stop_sequences":["X"],"system":"D","temperature":1}`))
 
-	out, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","stream":true}`), "b")
+	out, _, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","stream":true}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(fmt.Sprintf(`{"max_tokens":%d,"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],"model":"b","stream":true}`, DefaultMaxTokens)))
 
 	// A stream to chat asks for the usage chunk.
-	out, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`), "b")
+	out, _, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_completion_tokens":10,"messages":[{"content":"hi","role":"user"}],"model":"b","stream":true,"stream_options":{"include_usage":true}}`))
 
 	// Reasoning effort ↔ thinking budget.
-	out, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","max_output_tokens":20000,"reasoning":{"effort":"high"},"temperature":0.3}`), "b")
+	out, _, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","max_output_tokens":20000,"reasoning":{"effort":"high"},"temperature":0.3}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_tokens":20000,"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],"model":"b","thinking":{"budget_tokens":16384,"type":"enabled"}}`))
-	out, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":9000,"thinking":{"type":"enabled","budget_tokens":4000},"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"any"},"tools":[{"name":"f","input_schema":{"type":"object"}}]}`), "b")
+	out, _, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":9000,"thinking":{"type":"enabled","budget_tokens":4000},"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"any"},"tools":[{"name":"f","input_schema":{"type":"object"}}]}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_completion_tokens":9000,"messages":[{"content":"hi","role":"user"}],"model":"b","reasoning_effort":"medium","tool_choice":"required","tools":[{"function":{"name":"f","parameters":{"type":"object"}},"type":"function"}]}`))
 
 	// Same protocol: only the model changes, byte for byte.
 	body := []byte("{\"model\" : \"a\",\n \"z\":1, \"messages\":[{\"role\":\"user\",\"content\":\"\\u00e9\"}]}")
-	out, err = TranslateRequest(Messages, Messages, body, "b")
+	out, _, err = TranslateRequest(Messages, Messages, body, "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(out)).To(Equal(strings.Replace(string(body), `"a"`, `"b"`, 1)))
 }
