@@ -189,6 +189,9 @@ func (n *toolNamer) lookup(r *Request, name string) string {
 // names the upstream names. It returns the map back (nil when nothing was
 // renamed and no tool is freeform).
 func prepareTools(r *Request) *ToolMap {
+	if len(r.Tools) == 0 && !hasToolCalls(r) {
+		return nil // nothing to name: no work for the usual chat turn
+	}
 	n := &toolNamer{names: map[toolOrigin]string{}, used: map[string]toolOrigin{}}
 	// Tools that keep their names first, so that a flattened name never
 	// takes a name the client gave a tool of its own.
@@ -233,6 +236,17 @@ func prepareTools(r *Request) *ToolMap {
 		return nil
 	}
 	return &n.m
+}
+
+func hasToolCalls(r *Request) bool {
+	for _, m := range r.Messages {
+		for _, p := range m.Parts {
+			if p.Type == PartToolCall {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // narrowTools keeps the tools a choice's Allowed list names, for targets
