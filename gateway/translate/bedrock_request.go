@@ -12,59 +12,59 @@ import (
 // model and the stream flag are not part of the body: they are the URL
 // (/model/{modelId}/converse or /converse-stream).
 
-type bReq struct {
-	Messages        []bMessage        `json:"messages"`
-	System          []bSystem         `json:"system,omitempty"`
-	InferenceConfig *bInferenceConfig `json:"inferenceConfig,omitempty"`
-	ToolConfig      *bToolConfig      `json:"toolConfig,omitempty"`
+type bedrockRequest struct {
+	Messages        []bedrockMessage        `json:"messages"`
+	System          []bedrockSystemBlock    `json:"system,omitempty"`
+	InferenceConfig *bedrockInferenceConfig `json:"inferenceConfig,omitempty"`
+	ToolConfig      *bedrockToolConfig      `json:"toolConfig,omitempty"`
 }
 
-type bMessage struct {
-	Role    string   `json:"role"`
-	Content []bBlock `json:"content"`
+type bedrockMessage struct {
+	Role    string                `json:"role"`
+	Content []bedrockContentBlock `json:"content"`
 }
 
-type bSystem struct {
+type bedrockSystemBlock struct {
 	Text string `json:"text"`
 }
 
-// bBlock is a ContentBlock, a union: exactly one member is set.
-type bBlock struct {
-	Text             *string     `json:"text,omitempty"`
-	Image            *bImage     `json:"image,omitempty"`
-	ToolUse          *bToolUse   `json:"toolUse,omitempty"`
-	ToolResult       *bToolRes   `json:"toolResult,omitempty"`
-	ReasoningContent *bReasoning `json:"reasoningContent,omitempty"`
+// bedrockContentBlock is a ContentBlock, a union: exactly one member is set.
+type bedrockContentBlock struct {
+	Text             *string                  `json:"text,omitempty"`
+	Image            *bedrockImage            `json:"image,omitempty"`
+	ToolUse          *bedrockToolUse          `json:"toolUse,omitempty"`
+	ToolResult       *bedrockToolResult       `json:"toolResult,omitempty"`
+	ReasoningContent *bedrockReasoningContent `json:"reasoningContent,omitempty"`
 }
 
-type bImage struct {
-	Format string       `json:"format"`
-	Source bImageSource `json:"source"`
+type bedrockImage struct {
+	Format string             `json:"format"`
+	Source bedrockImageSource `json:"source"`
 }
 
-// bImageSource holds the image bytes, base64 in the JSON protocol.
-type bImageSource struct {
+// bedrockImageSource holds the image bytes, base64 in the JSON protocol.
+type bedrockImageSource struct {
 	Bytes string `json:"bytes"`
 }
 
-type bToolUse struct {
+type bedrockToolUse struct {
 	ToolUseID string          `json:"toolUseId"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 }
 
-type bToolRes struct {
-	ToolUseID string         `json:"toolUseId"`
-	Content   []bToolResItem `json:"content"`
-	Status    string         `json:"status,omitempty"`
+type bedrockToolResult struct {
+	ToolUseID string                     `json:"toolUseId"`
+	Content   []bedrockToolResultContent `json:"content"`
+	Status    string                     `json:"status,omitempty"`
 }
 
-type bToolResItem struct {
+type bedrockToolResultContent struct {
 	Text *string         `json:"text,omitempty"`
 	JSON json.RawMessage `json:"json,omitempty"`
 }
 
-type bReasoning struct {
+type bedrockReasoningContent struct {
 	ReasoningText *struct {
 		Text      string `json:"text"`
 		Signature string `json:"signature,omitempty"`
@@ -72,34 +72,34 @@ type bReasoning struct {
 	RedactedContent string `json:"redactedContent,omitempty"`
 }
 
-type bInferenceConfig struct {
+type bedrockInferenceConfig struct {
 	MaxTokens     int64    `json:"maxTokens,omitempty"`
 	Temperature   *float64 `json:"temperature,omitempty"`
 	TopP          *float64 `json:"topP,omitempty"`
 	StopSequences []string `json:"stopSequences,omitempty"`
 }
 
-type bToolConfig struct {
-	Tools      []bTool      `json:"tools"`
-	ToolChoice *bToolChoice `json:"toolChoice,omitempty"`
+type bedrockToolConfig struct {
+	Tools      []bedrockTool      `json:"tools"`
+	ToolChoice *bedrockToolChoice `json:"toolChoice,omitempty"`
 }
 
-type bTool struct {
-	ToolSpec bToolSpec `json:"toolSpec"`
+type bedrockTool struct {
+	ToolSpec bedrockToolSpec `json:"toolSpec"`
 }
 
-type bToolSpec struct {
-	Name        string       `json:"name"`
-	Description string       `json:"description,omitempty"`
-	InputSchema bInputSchema `json:"inputSchema"`
+type bedrockToolSpec struct {
+	Name        string             `json:"name"`
+	Description string             `json:"description,omitempty"`
+	InputSchema bedrockInputSchema `json:"inputSchema"`
 }
 
-type bInputSchema struct {
+type bedrockInputSchema struct {
 	JSON json.RawMessage `json:"json"`
 }
 
-// bToolChoice is a union: auto, any or tool.
-type bToolChoice struct {
+// bedrockToolChoice is a union: auto, any or tool.
+type bedrockToolChoice struct {
 	Auto *struct{} `json:"auto,omitempty"`
 	Any  *struct{} `json:"any,omitempty"`
 	Tool *struct {
@@ -116,18 +116,18 @@ var errBedrockImageFormat = errors.New("bedrock upstream: images must be png, jp
 
 // encodeBedrockRequest renders r as a Converse body.
 func encodeBedrockRequest(r *Request, _ string) ([]byte, error) {
-	out := bReq{Messages: []bMessage{}}
-	for _, s := range r.System {
+	out := bedrockRequest{Messages: []bedrockMessage{}}
+	for _, s := range r.systemPrompts() {
 		if s != "" {
-			out.System = append(out.System, bSystem{Text: s})
+			out.System = append(out.System, bedrockSystemBlock{Text: s})
 		}
 	}
-	for _, m := range r.Messages {
+	for _, m := range r.turns() {
 		role := "user"
 		if m.Role == "assistant" {
 			role = "assistant"
 		}
-		var blocks []bBlock
+		var blocks []bedrockContentBlock
 		for _, p := range m.Parts {
 			b, ok, err := bedrockBlock(p)
 			if err != nil {
@@ -146,31 +146,31 @@ func encodeBedrockRequest(r *Request, _ string) ([]byte, error) {
 			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
 			continue
 		}
-		out.Messages = append(out.Messages, bMessage{Role: role, Content: blocks})
+		out.Messages = append(out.Messages, bedrockMessage{Role: role, Content: blocks})
 	}
-	if len(r.Tools) > 0 {
-		tc := &bToolConfig{}
-		for _, t := range r.Tools {
-			tc.Tools = append(tc.Tools, bTool{ToolSpec: bToolSpec{Name: t.Name, Description: t.Description,
-				InputSchema: bInputSchema{JSON: validJSONOr(string(t.Parameters), `{"type":"object","properties":{}}`)}}})
+	if tools := narrowTools(r); len(tools) > 0 {
+		tc := &bedrockToolConfig{}
+		for _, t := range tools {
+			tc.Tools = append(tc.Tools, bedrockTool{ToolSpec: bedrockToolSpec{Name: t.Name, Description: t.Description,
+				InputSchema: bedrockInputSchema{JSON: validJSONOr(string(t.Parameters), `{"type":"object","properties":{}}`)}}})
 		}
 		// Converse has no "none": the tools stay declared (a conversation
 		// holding toolUse blocks needs them) and the model chooses.
 		if c := r.ToolChoice; c != nil {
 			switch c.Mode {
 			case "required":
-				tc.ToolChoice = &bToolChoice{Any: &struct{}{}}
+				tc.ToolChoice = &bedrockToolChoice{Any: &struct{}{}}
 			case "tool":
-				tc.ToolChoice = &bToolChoice{Tool: &struct {
+				tc.ToolChoice = &bedrockToolChoice{Tool: &struct {
 					Name string `json:"name"`
 				}{Name: c.Name}}
 			case "auto":
-				tc.ToolChoice = &bToolChoice{Auto: &struct{}{}}
+				tc.ToolChoice = &bedrockToolChoice{Auto: &struct{}{}}
 			}
 		}
 		out.ToolConfig = tc
 	}
-	ic := bInferenceConfig{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, StopSequences: r.Stop}
+	ic := bedrockInferenceConfig{MaxTokens: r.MaxTokens, Temperature: clamp(r.Temperature, 0, 1), TopP: clamp(r.TopP, 0, 1), StopSequences: r.Stop}
 	if ic.MaxTokens > 0 || ic.Temperature != nil || ic.TopP != nil || len(ic.StopSequences) > 0 {
 		out.InferenceConfig = &ic
 	}
@@ -179,44 +179,44 @@ func encodeBedrockRequest(r *Request, _ string) ([]byte, error) {
 
 // bedrockBlock is the ContentBlock of one part; ok is false for a part
 // Converse gets no block for (empty text, thinking).
-func bedrockBlock(p Part) (bBlock, bool, error) {
+func bedrockBlock(p Part) (bedrockContentBlock, bool, error) {
 	switch p.Type {
 	case PartText:
 		if p.Text == "" {
-			return bBlock{}, false, nil
+			return bedrockContentBlock{}, false, nil
 		}
-		return bBlock{Text: ptr(p.Text)}, true, nil
+		return bedrockContentBlock{Text: ptr(p.Text)}, true, nil
 	case PartImage:
 		mt, data := p.MediaType, p.Data
 		if p.ImageURL != "" {
 			var ok bool
 			if mt, data, ok = splitDataURL(p.ImageURL); !ok {
-				return bBlock{}, false, errBedrockImageURL
+				return bedrockContentBlock{}, false, errBedrockImageURL
 			}
 		}
 		format, ok := bedrockImageFormat(mt)
 		if !ok {
-			return bBlock{}, false, errBedrockImageFormat
+			return bedrockContentBlock{}, false, errBedrockImageFormat
 		}
-		return bBlock{Image: &bImage{Format: format, Source: bImageSource{Bytes: data}}}, true, nil
+		return bedrockContentBlock{Image: &bedrockImage{Format: format, Source: bedrockImageSource{Bytes: data}}}, true, nil
 	case PartToolCall:
-		return bBlock{ToolUse: &bToolUse{ToolUseID: p.ID, Name: p.Name, Input: validJSONOr(p.Arguments, "{}")}}, true, nil
+		return bedrockContentBlock{ToolUse: &bedrockToolUse{ToolUseID: p.ID, Name: p.Name, Input: validJSONOr(p.Arguments, "{}")}}, true, nil
 	case PartToolResult:
-		res := &bToolRes{ToolUseID: p.ID, Status: "success"}
+		res := &bedrockToolResult{ToolUseID: p.ID, Status: "success"}
 		if p.IsError {
 			res.Status = "error"
 		}
 		if t := strings.TrimSpace(p.Text); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
-			res.Content = []bToolResItem{{JSON: json.RawMessage(t)}}
+			res.Content = []bedrockToolResultContent{{JSON: json.RawMessage(t)}}
 		} else {
-			res.Content = []bToolResItem{{Text: ptr(p.Text)}}
+			res.Content = []bedrockToolResultContent{{Text: ptr(p.Text)}}
 		}
-		return bBlock{ToolResult: res}, true, nil
+		return bedrockContentBlock{ToolResult: res}, true, nil
 	}
 	// Thinking parts are not sent back: a reasoning block in the history
 	// must carry the signature the same model family issued, which other
 	// vendors' thinking does not have.
-	return bBlock{}, false, nil
+	return bedrockContentBlock{}, false, nil
 }
 
 func bedrockImageFormat(mediaType string) (string, bool) {

@@ -8,19 +8,19 @@ import (
 // Codec of the bedrock protocol (Amazon Bedrock Converse API wire format):
 // complete responses and usage.
 
-type bResp struct {
+type bedrockResponse struct {
 	Output struct {
-		Message *bMessage `json:"message,omitempty"`
+		Message *bedrockMessage `json:"message,omitempty"`
 	} `json:"output"`
 	StopReason string          `json:"stopReason"`
-	Usage      *bUsage         `json:"usage,omitempty"`
+	Usage      *bedrockUsage   `json:"usage,omitempty"`
 	Metrics    json.RawMessage `json:"metrics,omitempty"`
 }
 
-// bUsage is TokenUsage. inputTokens counts the input neither read from nor
+// bedrockUsage is TokenUsage. inputTokens counts the input neither read from nor
 // written to the prompt cache, as Anthropic's input_tokens does;
 // totalTokens is inputTokens + outputTokens + both cache counts.
-type bUsage struct {
+type bedrockUsage struct {
 	InputTokens           int64  `json:"inputTokens"`
 	OutputTokens          int64  `json:"outputTokens"`
 	TotalTokens           *int64 `json:"totalTokens,omitempty"`
@@ -31,7 +31,7 @@ type bUsage struct {
 // toUsage maps TokenUsage one to one: cache reads and writes are billed as
 // the anthropic provider bills cache_read_input_tokens and
 // cache_creation_input_tokens.
-func (u bUsage) toUsage() Usage {
+func (u bedrockUsage) toUsage() Usage {
 	return Usage{
 		InputTokens:         u.InputTokens,
 		OutputTokens:        u.OutputTokens,
@@ -41,13 +41,13 @@ func (u bUsage) toUsage() Usage {
 	}
 }
 
-func bedrockUsage(u Usage) *bUsage {
-	return &bUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: ptr(u.TotalTokens()),
+func newBedrockUsage(u Usage) *bedrockUsage {
+	return &bedrockUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: ptr(u.TotalTokens()),
 		CacheReadInputTokens: u.CacheReadTokens, CacheWriteInputTokens: u.CacheWriteTokens}
 }
 
 func decodeBedrockResponse(body []byte) (*Response, error) {
-	var in bResp
+	var in bedrockResponse
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("bedrock response: %w", err)
 	}
@@ -69,7 +69,7 @@ func decodeBedrockResponse(body []byte) (*Response, error) {
 
 // bedrockPart is the neutral part of an output ContentBlock; ok is false
 // for blocks no client protocol has (redacted reasoning, citations, ...).
-func bedrockPart(b bBlock) (Part, bool) {
+func bedrockPart(b bedrockContentBlock) (Part, bool) {
 	switch {
 	case b.Text != nil:
 		return Part{Type: PartText, Text: *b.Text}, true
@@ -119,7 +119,7 @@ func bedrockUsageOf(body []byte) (Usage, bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	var u bUsage
+	var u bedrockUsage
 	if json.Unmarshal(raw, &u) != nil {
 		return Usage{}, false
 	}

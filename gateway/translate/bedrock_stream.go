@@ -48,8 +48,8 @@ type bedrockDecoder struct {
 				RedactedContent string  `json:"redactedContent"`
 			} `json:"reasoningContent"`
 		} `json:"delta"`
-		StopReason string  `json:"stopReason"`
-		Usage      *bUsage `json:"usage"`
+		StopReason string        `json:"stopReason"`
+		Usage      *bedrockUsage `json:"usage"`
 		Error      *struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`
@@ -198,6 +198,9 @@ func (e *bedrockEncoder) encode(ev StreamEvent, out []Event) []Event {
 			delta = map[string]any{"toolUse": map[string]any{"input": ev.Text}}
 		case PartThinking:
 			delta = map[string]any{"reasoningContent": map[string]any{"text": ev.Text}}
+			if ev.Signature != "" {
+				delta = map[string]any{"reasoningContent": map[string]any{"signature": ev.Signature}}
+			}
 		default:
 			delta = map[string]any{"text": ev.Text}
 		}
@@ -206,7 +209,7 @@ func (e *bedrockEncoder) encode(ev StreamEvent, out []Event) []Event {
 		out = bedrockEvent(out, "contentBlockStop", map[string]any{"contentBlockIndex": ev.Index})
 	case EvFinish:
 		out = bedrockEvent(out, "messageStop", map[string]any{"stopReason": bedrockStopReason(ev.Stop)})
-		out = bedrockEvent(out, "metadata", map[string]any{"usage": bedrockUsage(ev.Usage), "metrics": map[string]any{"latencyMs": 0}})
+		out = bedrockEvent(out, "metadata", map[string]any{"usage": newBedrockUsage(ev.Usage), "metrics": map[string]any{"latencyMs": 0}})
 	case EvError:
 		typ := "internalServerException"
 		if ev.ErrStatus == http.StatusTooManyRequests {

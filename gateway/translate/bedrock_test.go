@@ -60,16 +60,16 @@ func TestBedrockRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			out, err := TranslateRequest(tc.from, Bedrock, []byte(tc.body), "anthropic.claude-x")
+			out, _, err := TranslateRequest(tc.from, Bedrock, []byte(tc.body), "anthropic.claude-x")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(out).To(MatchJSON(tc.want))
 		})
 	}
 
 	g := NewWithT(t)
-	_, err := TranslateRequest(ChatCompletions, Bedrock, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`), "b")
+	_, _, err := TranslateRequest(ChatCompletions, Bedrock, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`), "b")
 	g.Expect(err).To(MatchError(errBedrockImageURL))
-	_, err = TranslateRequest(ChatCompletions, Bedrock, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/tiff;base64,AAAA"}}]}]}`), "b")
+	_, _, err = TranslateRequest(ChatCompletions, Bedrock, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/tiff;base64,AAAA"}}]}]}`), "b")
 	g.Expect(err).To(MatchError(errBedrockImageFormat))
 	_, err = DecodeRequest(Bedrock, []byte(`{}`))
 	g.Expect(err).To(MatchError(errUpstreamOnly))
@@ -93,14 +93,14 @@ func TestBedrockResponse(t *testing.T) {
 	g.Expect(u.TotalTokens()).To(Equal(int64(142)))
 	g.Expect(u.ReportedTotalTokens).To(HaveValue(Equal(int64(142))))
 
-	out, _, err := TranslateResponse(Bedrock, Messages, []byte(body), "client-model")
+	out, _, err := TranslateResponse(Bedrock, Messages, []byte(body), "client-model", nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(out)).To(ContainSubstring(`"stop_reason":"tool_use"`))
 	g.Expect(string(out)).To(ContainSubstring(`"cache_read_input_tokens":100`))
 	g.Expect(string(out)).To(ContainSubstring(`"id":"tooluse_abc"`))
 	g.Expect(string(out)).To(ContainSubstring(`"thinking":"think"`))
 
-	out, _, err = TranslateResponse(Bedrock, ChatCompletions, []byte(body), "client-model")
+	out, _, err = TranslateResponse(Bedrock, ChatCompletions, []byte(body), "client-model", nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(out)).To(ContainSubstring(`"finish_reason":"tool_calls"`))
 	g.Expect(string(out)).To(ContainSubstring(`"prompt_tokens":112`))

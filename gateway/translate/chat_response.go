@@ -10,39 +10,39 @@ import (
 // Codec of the chat_completions protocol (OpenAI Chat Completions wire
 // format): complete responses and usage.
 
-type cUsage struct {
-	PromptTokens            int64               `json:"prompt_tokens"`
-	CompletionTokens        int64               `json:"completion_tokens"`
-	TotalTokens             int64               `json:"total_tokens"`
-	PromptTokensDetails     *cPromptDetails     `json:"prompt_tokens_details,omitempty"`
-	CompletionTokensDetails *cCompletionDetails `json:"completion_tokens_details,omitempty"`
+type chatUsage struct {
+	PromptTokens            int64                        `json:"prompt_tokens"`
+	CompletionTokens        int64                        `json:"completion_tokens"`
+	TotalTokens             int64                        `json:"total_tokens"`
+	PromptTokensDetails     *chatPromptTokensDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *chatCompletionTokensDetails `json:"completion_tokens_details,omitempty"`
 }
 
-type cPromptDetails struct {
+type chatPromptTokensDetails struct {
 	CachedTokens *int64 `json:"cached_tokens,omitempty"`
 }
 
-type cCompletionDetails struct {
+type chatCompletionTokensDetails struct {
 	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
-type cChoice struct {
+type chatChoice struct {
 	Index        int             `json:"index"`
-	Message      cMsg            `json:"message"`
+	Message      chatMessage     `json:"message"`
 	Logprobs     json.RawMessage `json:"logprobs"`
 	FinishReason *string         `json:"finish_reason"`
 }
 
-type cResp struct {
-	ID      string    `json:"id"`
-	Object  string    `json:"object"`
-	Created int64     `json:"created"`
-	Model   string    `json:"model"`
-	Choices []cChoice `json:"choices"`
-	Usage   *cUsage   `json:"usage,omitempty"`
+type chatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *chatUsage   `json:"usage,omitempty"`
 }
 
-func (u *cUsage) toUsage() Usage {
+func (u *chatUsage) toUsage() Usage {
 	out := Usage{OutputTokens: u.CompletionTokens, InputTokens: u.PromptTokens, ReportedTotalTokens: ptr(u.TotalTokens)}
 	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
 		out.CacheReadTokens = ptr(*d.CachedTokens)
@@ -54,11 +54,11 @@ func (u *cUsage) toUsage() Usage {
 	return out
 }
 
-func chatUsage(u Usage) *cUsage {
-	out := &cUsage{PromptTokens: u.PromptTokens(), CompletionTokens: u.OutputTokens}
+func newChatUsage(u Usage) *chatUsage {
+	out := &chatUsage{PromptTokens: u.PromptTokens(), CompletionTokens: u.OutputTokens}
 	out.TotalTokens = out.PromptTokens + out.CompletionTokens
-	out.PromptTokensDetails = &cPromptDetails{CachedTokens: ptr(deref(u.CacheReadTokens))}
-	out.CompletionTokensDetails = &cCompletionDetails{ReasoningTokens: u.ReasoningTokens}
+	out.PromptTokensDetails = &chatPromptTokensDetails{CachedTokens: ptr(deref(u.CacheReadTokens))}
+	out.CompletionTokensDetails = &chatCompletionTokensDetails{ReasoningTokens: u.ReasoningTokens}
 	return out
 }
 
@@ -78,7 +78,7 @@ func appendChatUsage(d []byte, u Usage) []byte {
 }
 
 func decodeChatResponse(body []byte) (*Response, error) {
-	var in cResp
+	var in chatResponse
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("chat completions response: %w", err)
 	}
@@ -99,32 +99,29 @@ func decodeChatResponse(body []byte) (*Response, error) {
 		} else if c.Message.Refusal != nil && *c.Message.Refusal != "" {
 			r.Parts = append(r.Parts, Part{Type: PartText, Text: *c.Message.Refusal})
 		}
-		for _, tc := range c.Message.ToolCalls {
-			r.Parts = append(r.Parts, Part{Type: PartToolCall, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		for i := range c.Message.ToolCalls {
+			r.Parts = append(r.Parts, c.Message.ToolCalls[i].part())
 		}
 	}
 	return r, nil
 }
 
 func encodeChatResponse(r *Response) ([]byte, error) {
-	out := cResp{ID: r.ID, Object: "chat.completion", Created: r.Created, Model: r.Model, Usage: chatUsage(r.Usage)}
+	out := chatResponse{ID: r.ID, Object: "chat.completion", Created: r.Created, Model: r.Model, Usage: newChatUsage(r.Usage)}
 	if !strings.HasPrefix(out.ID, "chatcmpl-") {
 		out.ID = NewID("chatcmpl-")
 	}
 	if out.Created == 0 {
 		out.Created = time.Now().Unix()
 	}
-	msg := cMsg{Role: "assistant"}
+	msg := chatMessage{Role: "assistant"}
 	var text strings.Builder
 	for _, p := range r.Parts {
 		switch p.Type {
 		case PartText:
 			text.WriteString(p.Text)
 		case PartToolCall:
-			var tc cToolCall
-			tc.ID, tc.Type = p.ID, "function"
-			tc.Function.Name, tc.Function.Arguments = p.Name, p.Arguments
-			msg.ToolCalls = append(msg.ToolCalls, tc)
+			msg.ToolCalls = append(msg.ToolCalls, chatToolCallOf(p))
 		}
 	}
 	if text.Len() > 0 || len(msg.ToolCalls) == 0 {
@@ -133,7 +130,7 @@ func encodeChatResponse(r *Response) ([]byte, error) {
 		msg.Content = json.RawMessage("null")
 	}
 	fr := chatFinish(r.Stop)
-	out.Choices = []cChoice{{Index: 0, Message: msg, Logprobs: json.RawMessage("null"), FinishReason: &fr}}
+	out.Choices = []chatChoice{{Index: 0, Message: msg, Logprobs: json.RawMessage("null"), FinishReason: &fr}}
 	return json.Marshal(out)
 }
 
@@ -166,7 +163,7 @@ func chatUsageOf(body []byte) (Usage, bool) {
 	if !ok || string(raw) == "null" {
 		return Usage{}, false
 	}
-	var u cUsage
+	var u chatUsage
 	if !decodeChatUsage(raw, &u) {
 		return Usage{}, false
 	}

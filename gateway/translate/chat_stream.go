@@ -3,7 +3,9 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
@@ -26,18 +28,18 @@ type chatDecoder struct {
 	reported bool
 }
 
-type cChunk struct {
+type chatChunk struct {
 	ID      string `json:"id"`
 	Choices []struct {
 		Delta struct {
-			Content          *string     `json:"content"`
-			ReasoningContent *string     `json:"reasoning_content"`
-			Refusal          *string     `json:"refusal"`
-			ToolCalls        []cToolCall `json:"tool_calls"`
+			Content          *string        `json:"content"`
+			ReasoningContent *string        `json:"reasoning_content"`
+			Refusal          *string        `json:"refusal"`
+			ToolCalls        []chatToolCall `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *cUsage `json:"usage"`
+	Usage *chatUsage `json:"usage"`
 	Error *struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
@@ -68,7 +70,7 @@ func (d *chatDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, error)
 	if d.finished {
 		return out, nil
 	}
-	var c cChunk
+	var c chatChunk
 	if err := json.Unmarshal(ev.Data, &c); err != nil {
 		return out, fmt.Errorf("chat completions chunk: %w", err)
 	}
@@ -105,17 +107,18 @@ func (d *chatDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, error)
 			if tc.Index != nil {
 				k = *tc.Index
 			}
+			name, args := tc.function()
 			idx, seen := d.tools[k]
 			if !seen {
 				if d.tools == nil {
 					d.tools = map[int]int{}
 				}
-				out = d.openBlock(out, PartToolCall, tc.ID, tc.Function.Name)
+				out = d.openBlock(out, PartToolCall, tc.ID, name)
 				idx = d.open
 				d.tools[k] = idx
 			}
-			if tc.Function.Arguments != "" {
-				out = append(out, StreamEvent{Kind: EvDelta, Index: idx, Text: tc.Function.Arguments})
+			if args != "" {
+				out = append(out, StreamEvent{Kind: EvDelta, Index: idx, Text: args})
 			}
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -153,6 +156,15 @@ type chatEncoder struct {
 	finished     bool
 	tools        map[int]int // neutral index → tool_calls index
 	kinds        map[int]PartType
+	// custom holds the calls of the client's freeform tools being
+	// streamed: their input is inside the arguments of the function the
+	// tool became, so each is sent whole when it is complete.
+	custom map[int]*chatCustomPending
+}
+
+type chatCustomPending struct {
+	id, name string
+	args     []byte
 }
 
 func newChatEncoder(model string, includeUsage bool) *chatEncoder {
@@ -200,6 +212,13 @@ func (e *chatEncoder) encode(ev StreamEvent, out []Event) []Event {
 		if ev.Part == PartToolCall {
 			k := len(e.tools)
 			e.tools[ev.Index] = k
+			if ev.Custom {
+				if e.custom == nil {
+					e.custom = map[int]*chatCustomPending{}
+				}
+				e.custom[ev.Index] = &chatCustomPending{id: ev.ID, name: ev.Name}
+				break
+			}
 			d := make([]byte, 0, 128)
 			d = append(d, `{"tool_calls":[{"index":`...)
 			d = appendInt(d, int64(k))
@@ -222,6 +241,10 @@ func (e *chatEncoder) encode(ev StreamEvent, out []Event) []Event {
 			d = append(d, '}')
 			out = e.chunk(out, d, "")
 		case PartToolCall:
+			if c := e.custom[ev.Index]; c != nil {
+				c.args = append(c.args, ev.Text...)
+				break
+			}
 			d := make([]byte, 0, 64+len(ev.Text))
 			d = append(d, `{"tool_calls":[{"index":`...)
 			d = appendInt(d, int64(e.tools[ev.Index]))
@@ -230,7 +253,12 @@ func (e *chatEncoder) encode(ev StreamEvent, out []Event) []Event {
 			d = append(d, `}}]}`...)
 			out = e.chunk(out, d, "")
 		}
+	case EvBlockStop:
+		out = e.flushCustom(out, ev.Index)
 	case EvFinish:
+		for _, idx := range slices.Sorted(maps.Keys(e.custom)) {
+			out = e.flushCustom(out, idx)
+		}
 		e.finished = true
 		out = e.chunk(out, []byte(`{}`), chatFinish(ev.Stop))
 		if e.includeUsage {
@@ -247,6 +275,27 @@ func (e *chatEncoder) encode(ev StreamEvent, out []Event) []Event {
 		out = append(out, Event{Data: openAIErrorBody(apierr.OpenAIType(ev.ErrStatus), ev.Message)})
 	}
 	return out
+}
+
+// flushCustom sends a complete call of a freeform tool.
+func (e *chatEncoder) flushCustom(out []Event, idx int) []Event {
+	c := e.custom[idx]
+	if c == nil {
+		return out
+	}
+	delete(e.custom, idx)
+	input := customInput(string(c.args))
+	d := make([]byte, 0, 128+len(input))
+	d = append(d, `{"tool_calls":[{"index":`...)
+	d = appendInt(d, int64(e.tools[idx]))
+	d = append(d, `,"id":`...)
+	d = appendJSONString(d, c.id)
+	d = append(d, `,"type":"custom","custom":{"name":`...)
+	d = appendJSONString(d, c.name)
+	d = append(d, `,"input":`...)
+	d = appendJSONString(d, input)
+	d = append(d, `}}]}`...)
+	return e.chunk(out, d, "")
 }
 
 func openAIErrorBody(typ, msg string) []byte {

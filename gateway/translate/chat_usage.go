@@ -13,22 +13,22 @@ import (
 // shape (members once each, lower case, integer or null values, the two
 // details objects) is read by walking the bytes, and anything else is left
 // to json.Unmarshal: the two cannot disagree (FuzzChatUsageMatchesDecoder).
-func decodeChatUsage(raw []byte, u *cUsage) bool {
+func decodeChatUsage(raw []byte, u *chatUsage) bool {
 	if walkChatUsage(raw, u) {
 		return true
 	}
-	*u = cUsage{}
+	*u = chatUsage{}
 	return json.Unmarshal(raw, u) == nil
 }
 
-// chatUsageMembers are cUsage's members and its details objects'; a
+// chatUsageMembers are chatUsage's members and its details objects'; a
 // member's index is its bit in eachMemberOnce's record of what it saw.
 var chatUsageMembers = [...]string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
 	"completion_tokens_details", "cached_tokens", "reasoning_tokens"}
 
 // walkChatUsage reads the usual shape; false means "ask the decoder" (u is
 // then partly written).
-func walkChatUsage(raw []byte, u *cUsage) bool {
+func walkChatUsage(raw []byte, u *chatUsage) bool {
 	if !json.Valid(raw) {
 		return false
 	}
@@ -44,7 +44,7 @@ func walkChatUsage(raw []byte, u *cUsage) bool {
 			if u.PromptTokensDetails = nil; isNull(v) {
 				return true
 			}
-			d := &cPromptDetails{}
+			d := &chatPromptTokensDetails{}
 			u.PromptTokensDetails = d
 			return eachMemberOnce(v, func(name string, v []byte) bool {
 				if name != "cached_tokens" || isNull(v) {
@@ -57,7 +57,7 @@ func walkChatUsage(raw []byte, u *cUsage) bool {
 			if u.CompletionTokensDetails = nil; isNull(v) {
 				return true
 			}
-			d := &cCompletionDetails{}
+			d := &chatCompletionTokensDetails{}
 			u.CompletionTokensDetails = d
 			return eachMemberOnce(v, func(name string, v []byte) bool {
 				return name != "reasoning_tokens" || readInt(v, &d.ReasoningTokens)

@@ -17,7 +17,7 @@ func TestChatUsageWalksTheUsualShape(t *testing.T) {
 			`"completion_tokens_details":{"reasoning_tokens":8,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
 			prompt: 19, completion: 10, total: 29, cached: ptr(int64(4)), reasoning: 8},
 	} {
-		var u cUsage
+		var u chatUsage
 		if !walkChatUsage([]byte(tc.raw), &u) {
 			t.Fatalf("the walk handed %s to the decoder", tc.raw)
 		}

@@ -2,7 +2,7 @@ package translate
 
 // Real-looking requests, responses and streams of each protocol.
 
-const messagesRequest = `{
+const fixtureMessagesRequest = `{
   "model": "claude-x",
   "max_tokens": 1024,
   "system": [{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}],
@@ -28,7 +28,7 @@ const messagesRequest = `{
   ]
 }`
 
-const chatRequest = `{
+const fixtureChatRequest = `{
   "model": "gpt-x",
   "messages": [
     {"role":"system","content":"You are terse."},
@@ -49,7 +49,7 @@ const chatRequest = `{
   "tool_choice": "auto"
 }`
 
-const responsesRequest = `{
+const fixtureResponsesRequest = `{
   "model": "gpt-x",
   "instructions": "You are terse.",
   "input": [
@@ -71,16 +71,16 @@ const responsesRequest = `{
   "tool_choice": {"type":"function","name":"get_weather"}
 }`
 
-const messagesResponse = `{"id":"msg_01ABC","type":"message","role":"assistant","model":"claude-x-20250101",
+const fixtureMessagesResponse = `{"id":"msg_01ABC","type":"message","role":"assistant","model":"claude-x-20250101",
  "content":[{"type":"thinking","thinking":"Need weather.","signature":"sig=="},{"type":"text","text":"Let me check."},{"type":"tool_use","id":"toolu_02","name":"get_weather","input":{"city":"Rome"}}],
  "stop_reason":"tool_use","stop_sequence":null,
  "usage":{"input_tokens":100,"cache_creation_input_tokens":20,"cache_read_input_tokens":300,"output_tokens":42}}`
 
-const chatResponse = `{"id":"chatcmpl-01ABC","object":"chat.completion","created":1700000000,"model":"gpt-x-2025",
+const fixtureChatResponse = `{"id":"chatcmpl-01ABC","object":"chat.completion","created":1700000000,"model":"gpt-x-2025",
  "choices":[{"index":0,"message":{"role":"assistant","content":"Let me check.","tool_calls":[{"id":"call_02","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Rome\"}"}}],"refusal":null},"logprobs":null,"finish_reason":"tool_calls"}],
  "usage":{"prompt_tokens":420,"completion_tokens":42,"total_tokens":462,"prompt_tokens_details":{"cached_tokens":300,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":10}}}`
 
-const responsesResponse = `{"id":"resp_01ABC","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-x-2025",
+const fixtureResponsesResponse = `{"id":"resp_01ABC","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-x-2025",
  "output":[
   {"type":"reasoning","id":"rs_01","summary":[{"type":"summary_text","text":"Need weather."}]},
   {"type":"message","id":"msg_01","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Let me check.","annotations":[]}]},
@@ -89,7 +89,7 @@ const responsesResponse = `{"id":"resp_01ABC","object":"response","created_at":1
  "usage":{"input_tokens":420,"input_tokens_details":{"cached_tokens":300},"output_tokens":42,"output_tokens_details":{"reasoning_tokens":10},"total_tokens":462}}`
 
 // Anthropic SSE: thinking, text, tool_use with input_json_delta, ping.
-const messagesStream = "event: message_start\n" +
+const fixtureMessagesStream = "event: message_start\n" +
 	`data: {"type":"message_start","message":{"id":"msg_01ABC","type":"message","role":"assistant","content":[],"model":"claude-x-20250101","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":100,"cache_creation_input_tokens":20,"cache_read_input_tokens":300,"output_tokens":1}}}` + "\n\n" +
 	"event: content_block_start\n" +
 	`data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}` + "\n\n" +
@@ -120,7 +120,7 @@ const messagesStream = "event: message_start\n" +
 	"event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
 
 // OpenAI chat chunks: role, text, one tool call in pieces, finish, usage.
-const chatStream = `data: {"id":"chatcmpl-01ABC","object":"chat.completion.chunk","created":1700000000,"model":"gpt-x-2025","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n" +
+const fixtureChatStream = `data: {"id":"chatcmpl-01ABC","object":"chat.completion.chunk","created":1700000000,"model":"gpt-x-2025","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n" +
 	`data: {"id":"chatcmpl-01ABC","object":"chat.completion.chunk","created":1700000000,"model":"gpt-x-2025","choices":[{"index":0,"delta":{"content":"Let me "},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n" +
 	`data: {"id":"chatcmpl-01ABC","object":"chat.completion.chunk","created":1700000000,"model":"gpt-x-2025","choices":[{"index":0,"delta":{"content":"check."},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n" +
 	`data: {"id":"chatcmpl-01ABC","object":"chat.completion.chunk","created":1700000000,"model":"gpt-x-2025","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_02","type":"function","function":{"name":"get_weather","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n" +
@@ -131,7 +131,7 @@ const chatStream = `data: {"id":"chatcmpl-01ABC","object":"chat.completion.chunk
 	"data: [DONE]\n\n"
 
 // OpenAI Responses events: text message then a function call.
-const responsesStream = "event: response.created\n" +
+const fixtureResponsesStream = "event: response.created\n" +
 	`data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_01ABC","object":"response","created_at":1700000000,"status":"in_progress","model":"gpt-x-2025","output":[],"usage":null}}` + "\n\n" +
 	"event: response.in_progress\n" +
 	`data: {"type":"response.in_progress","sequence_number":1,"response":{"id":"resp_01ABC","object":"response","created_at":1700000000,"status":"in_progress","model":"gpt-x-2025","output":[],"usage":null}}` + "\n\n" +

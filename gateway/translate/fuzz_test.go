@@ -16,7 +16,10 @@ import (
 // JSON, and output stays bounded by the input (no unbounded growth from a
 // small request or stream).
 
-var protocols = []Protocol{Messages, ChatCompletions, Responses}
+var (
+	protocols    = []Protocol{Messages, ChatCompletions, Responses}
+	upstreamOnly = []Protocol{Gemini, Bedrock}
+)
 
 // pair picks a protocol pair from a fuzzed byte.
 func pair(b byte) (Protocol, Protocol) {
@@ -32,7 +35,7 @@ const maxFuzzInput = 64 << 10
 func bounded(n int) int { return 4*n + 8<<10 }
 
 func FuzzTranslateRequest(f *testing.F) {
-	for i, s := range []string{messagesRequest, chatRequest, responsesRequest, `{}`, `{"messages":[{"role":"user","content":[{"type":"image"}]}]}`,
+	for i, s := range []string{fixtureMessagesRequest, fixtureChatRequest, fixtureResponsesRequest, `{}`, `{"messages":[{"role":"user","content":[{"type":"image"}]}]}`,
 		`{"input":[{"type":"function_call_output","output":null}]}`, `{"model":"m","max_tokens":-1,"tools":[{}]}`} {
 		for b := range 9 {
 			f.Add(byte(b+i), []byte(s))
@@ -43,23 +46,26 @@ func FuzzTranslateRequest(f *testing.F) {
 			return
 		}
 		from, to := pair(p)
-		out, err := TranslateRequest(from, to, body, "upstream-model")
-		if err != nil {
-			return
-		}
-		// A body of the client's own protocol is forwarded byte for byte
-		// but for the model (the handler has parsed it already).
-		if !json.Valid(out) && json.Valid(body) {
-			t.Fatalf("%s→%s: invalid JSON %q from %q", from, to, out, body)
-		}
-		if len(out) > bounded(len(body)) {
-			t.Fatalf("%s→%s: %d bytes out of %d in", from, to, len(out), len(body))
+		// The upstream-only protocols are targets of every client protocol.
+		for _, to := range []Protocol{to, upstreamOnly[int(p/9)%2]} {
+			out, _, err := TranslateRequest(from, to, body, "upstream-model")
+			if err != nil {
+				continue
+			}
+			// A body of the client's own protocol is forwarded byte for byte
+			// but for the model (the handler has parsed it already).
+			if !json.Valid(out) && json.Valid(body) {
+				t.Fatalf("%s→%s: invalid JSON %q from %q", from, to, out, body)
+			}
+			if len(out) > bounded(len(body)) {
+				t.Fatalf("%s→%s: %d bytes out of %d in", from, to, len(out), len(body))
+			}
 		}
 	})
 }
 
 func FuzzTranslateResponse(f *testing.F) {
-	for i, s := range []string{messagesResponse, chatResponse, responsesResponse, `{}`, `{"choices":[]}`,
+	for i, s := range []string{fixtureMessagesResponse, fixtureChatResponse, fixtureResponsesResponse, `{}`, `{"choices":[]}`,
 		`{"content":[{"type":"tool_use","input":null}]}`, `{"output":[{"type":"message","content":[{}]}],"usage":{}}`} {
 		for b := range 9 {
 			f.Add(byte(b+i), []byte(s))
@@ -70,7 +76,7 @@ func FuzzTranslateResponse(f *testing.F) {
 			return
 		}
 		from, to := pair(p)
-		out, usage, err := TranslateResponse(from, to, body, "client-model")
+		out, usage, err := TranslateResponse(from, to, body, "client-model", nil)
 		if err != nil {
 			return
 		}
@@ -87,7 +93,7 @@ func FuzzTranslateResponse(f *testing.F) {
 }
 
 func FuzzSSEReader(f *testing.F) {
-	for _, s := range []string{messagesStream, chatStream, responsesStream, "data: x\n\n", "event: a\ndata: 1\ndata: 2\n\n",
+	for _, s := range []string{fixtureMessagesStream, fixtureChatStream, fixtureResponsesStream, "data: x\n\n", "event: a\ndata: 1\ndata: 2\n\n",
 		": comment\r\ndata:\r\n\r\n", "data: unterminated", "event: only\n\n", "\n\n\n"} {
 		f.Add([]byte(s))
 	}
@@ -115,7 +121,7 @@ func FuzzSSEReader(f *testing.F) {
 }
 
 func FuzzStreamTranslate(f *testing.F) {
-	for i, s := range []string{messagesStream, chatStream, responsesStream, "data: {}\n\n", "data: [DONE]\n\n",
+	for i, s := range []string{fixtureMessagesStream, fixtureChatStream, fixtureResponsesStream, "data: {}\n\n", "data: [DONE]\n\n",
 		"event: message_delta\ndata: {\"usage\":{\"output_tokens\":-5}}\n\n", "event: response.completed\ndata: {\"response\":null}\n\n"} {
 		for b := range 9 {
 			f.Add(byte(b+i), []byte(s))
@@ -187,7 +193,7 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 // nothing when WouldWait says it would not wait, and that every event
 // written back (pass-through streams do that) reads as the same event.
 func FuzzSSERoundTrip(f *testing.F) {
-	for _, s := range []string{messagesStream, chatStream, responsesStream, "data: a\ndata: b\n\n",
+	for _, s := range []string{fixtureMessagesStream, fixtureChatStream, fixtureResponsesStream, "data: a\ndata: b\n\n",
 		"data: {\ndata: }\n\n", "data: x\r\r\n", "data: a\rdata: b\r\r", "event: e\r\ndata: 1\r\n\r\n", "data:\n\n"} {
 		f.Add([]byte(s), uint8(5))
 	}
@@ -226,7 +232,7 @@ func FuzzSSERoundTrip(f *testing.F) {
 // LF; "event" names the event; a blank line dispatches an event with data;
 // the stream's end dispatches a last event that has data.
 func FuzzSSEReaderMatchesSpec(f *testing.F) {
-	for _, s := range []string{messagesStream, chatStream, "data: a\rdata: b\r\r", "data: " + strings.Repeat("y", 3000) + "\r\n\r\n",
+	for _, s := range []string{fixtureMessagesStream, fixtureChatStream, "data: a\rdata: b\r\r", "data: " + strings.Repeat("y", 3000) + "\r\n\r\n",
 		"event: e\ndata\ndata:x\n\n", "data: tail"} {
 		f.Add([]byte(s), uint16(7))
 	}
@@ -313,13 +319,13 @@ func FuzzChatUsageMatchesDecoder(f *testing.F) {
 		if len(raw) > maxFuzzInput {
 			return
 		}
-		var want cUsage
+		var want chatUsage
 		decErr := json.Unmarshal(raw, &want)
-		var walked cUsage
+		var walked chatUsage
 		if walkChatUsage(raw, &walked) && (decErr != nil || !reflect.DeepEqual(walked, want)) {
 			t.Fatalf("walk read %+v, the decoder %+v (%v), from %q", walked, want, decErr, raw)
 		}
-		var got cUsage
+		var got chatUsage
 		ok := decodeChatUsage(raw, &got)
 		if ok != (decErr == nil) || (ok && !reflect.DeepEqual(got, want)) {
 			t.Fatalf("decodeChatUsage %v %+v, the decoder %v %+v, from %q", ok, got, decErr, want, raw)

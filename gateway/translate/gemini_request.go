@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -10,72 +11,74 @@ import (
 // format): requests. Gemini is an upstream protocol only: the gateway encodes
 // requests in it and decodes its answers, never the other way round.
 
-type gReq struct {
-	Contents          []gContent   `json:"contents"`
-	SystemInstruction *gContent    `json:"systemInstruction,omitempty"`
-	Tools             []gTool      `json:"tools,omitempty"`
-	ToolConfig        *gToolConfig `json:"toolConfig,omitempty"`
-	GenerationConfig  *gGenConfig  `json:"generationConfig,omitempty"`
+type geminiRequest struct {
+	Contents          []geminiContent         `json:"contents"`
+	SystemInstruction *geminiContent          `json:"systemInstruction,omitempty"`
+	Tools             []geminiTool            `json:"tools,omitempty"`
+	ToolConfig        *geminiToolConfig       `json:"toolConfig,omitempty"`
+	GenerationConfig  *geminiGenerationConfig `json:"generationConfig,omitempty"`
 }
 
-type gContent struct {
-	Role  string  `json:"role,omitempty"`
-	Parts []gPart `json:"parts"`
+type geminiContent struct {
+	Role  string       `json:"role,omitempty"`
+	Parts []geminiPart `json:"parts"`
 }
 
-type gPart struct {
-	Text             *string        `json:"text,omitempty"`
-	Thought          bool           `json:"thought,omitempty"`
-	ThoughtSignature string         `json:"thoughtSignature,omitempty"`
-	InlineData       *gBlob         `json:"inlineData,omitempty"`
-	FunctionCall     *gFuncCall     `json:"functionCall,omitempty"`
-	FunctionResponse *gFuncResponse `json:"functionResponse,omitempty"`
+type geminiPart struct {
+	Text             *string                 `json:"text,omitempty"`
+	Thought          bool                    `json:"thought,omitempty"`
+	ThoughtSignature string                  `json:"thoughtSignature,omitempty"`
+	InlineData       *geminiBlob             `json:"inlineData,omitempty"`
+	FunctionCall     *geminiFunctionCall     `json:"functionCall,omitempty"`
+	FunctionResponse *geminiFunctionResponse `json:"functionResponse,omitempty"`
 }
 
-type gBlob struct {
+type geminiBlob struct {
 	MimeType string `json:"mimeType"`
 	Data     string `json:"data"`
 }
 
-type gFuncCall struct {
+type geminiFunctionCall struct {
 	ID   string          `json:"id,omitempty"`
 	Name string          `json:"name"`
 	Args json.RawMessage `json:"args,omitempty"`
 }
 
-type gFuncResponse struct {
+type geminiFunctionResponse struct {
 	Name     string          `json:"name"`
 	Response json.RawMessage `json:"response"`
 }
 
-type gTool struct {
-	FunctionDeclarations []gFuncDecl `json:"functionDeclarations"`
+type geminiTool struct {
+	FunctionDeclarations []geminiFunctionDeclaration `json:"functionDeclarations"`
 }
 
-type gFuncDecl struct {
+type geminiFunctionDeclaration struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parametersJsonSchema,omitempty"`
 }
 
-type gToolConfig struct {
-	FunctionCallingConfig gFuncCallingConfig `json:"functionCallingConfig"`
+type geminiToolConfig struct {
+	FunctionCallingConfig geminiFunctionCallingConfig `json:"functionCallingConfig"`
 }
 
-type gFuncCallingConfig struct {
+type geminiFunctionCallingConfig struct {
 	Mode                 string   `json:"mode"`
 	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
 }
 
-type gGenConfig struct {
-	MaxOutputTokens int64            `json:"maxOutputTokens,omitempty"`
-	Temperature     *float64         `json:"temperature,omitempty"`
-	TopP            *float64         `json:"topP,omitempty"`
-	StopSequences   []string         `json:"stopSequences,omitempty"`
-	ThinkingConfig  *gThinkingConfig `json:"thinkingConfig,omitempty"`
+type geminiGenerationConfig struct {
+	MaxOutputTokens    int64                 `json:"maxOutputTokens,omitempty"`
+	Temperature        *float64              `json:"temperature,omitempty"`
+	TopP               *float64              `json:"topP,omitempty"`
+	StopSequences      []string              `json:"stopSequences,omitempty"`
+	ResponseMimeType   string                `json:"responseMimeType,omitempty"`
+	ResponseJSONSchema json.RawMessage       `json:"responseJsonSchema,omitempty"`
+	ThinkingConfig     *geminiThinkingConfig `json:"thinkingConfig,omitempty"`
 }
 
-type gThinkingConfig struct {
+type geminiThinkingConfig struct {
 	IncludeThoughts bool  `json:"includeThoughts,omitempty"`
 	ThinkingBudget  int64 `json:"thinkingBudget"`
 }
@@ -95,11 +98,11 @@ var errGeminiImageURL = errors.New("gemini upstream: images must be inline (data
 // part of the body (it is in the URL path), and neither is the stream flag
 // (streamGenerateContent is another method).
 func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
-	out := gReq{Contents: []gContent{}}
-	if len(r.System) > 0 {
-		sys := &gContent{}
-		for _, s := range r.System {
-			sys.Parts = append(sys.Parts, gPart{Text: ptr(s)})
+	out := geminiRequest{Contents: []geminiContent{}}
+	if prompts := r.systemPrompts(); len(prompts) > 0 {
+		sys := &geminiContent{}
+		for _, s := range prompts {
+			sys.Parts = append(sys.Parts, geminiPart{Text: ptr(s)})
 		}
 		out.SystemInstruction = sys
 	}
@@ -107,17 +110,17 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 	// functionResponse to its functionCall by name, so the names of the
 	// conversation's calls are looked up by call ID.
 	callNames := map[string]string{}
-	for _, m := range r.Messages {
+	for _, m := range r.turns() {
 		role := "user"
 		if m.Role == "assistant" {
 			role = "model"
 		}
-		var parts []gPart
+		var parts []geminiPart
 		for _, p := range m.Parts {
 			switch p.Type {
 			case PartText:
 				if p.Text != "" {
-					parts = append(parts, gPart{Text: ptr(p.Text)})
+					parts = append(parts, geminiPart{Text: ptr(p.Text)})
 				}
 			case PartImage:
 				mt, data := p.MediaType, p.Data
@@ -127,17 +130,17 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 						return nil, errGeminiImageURL
 					}
 				}
-				parts = append(parts, gPart{InlineData: &gBlob{MimeType: mt, Data: data}})
+				parts = append(parts, geminiPart{InlineData: &geminiBlob{MimeType: mt, Data: data}})
 			case PartToolCall:
 				callNames[p.ID] = p.Name
-				parts = append(parts, gPart{FunctionCall: &gFuncCall{Name: p.Name, Args: validJSONOr(p.Arguments, "{}")},
+				parts = append(parts, geminiPart{FunctionCall: &geminiFunctionCall{Name: p.Name, Args: validJSONOr(p.Arguments, "{}")},
 					ThoughtSignature: skipThoughtSignature})
 			case PartToolResult:
 				name := callNames[p.ID]
 				if name == "" {
 					name = p.ID
 				}
-				parts = append(parts, gPart{FunctionResponse: &gFuncResponse{Name: name, Response: geminiToolResponse(p)}})
+				parts = append(parts, geminiPart{FunctionResponse: &geminiFunctionResponse{Name: name, Response: geminiToolResponse(p)}})
 			}
 			// Thinking parts are not sent back: Gemini's thoughts are
 			// summaries, and a thought part in the history is not an input
@@ -152,17 +155,19 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 			out.Contents[n-1].Parts = append(out.Contents[n-1].Parts, parts...)
 			continue
 		}
-		out.Contents = append(out.Contents, gContent{Role: role, Parts: parts})
+		out.Contents = append(out.Contents, geminiContent{Role: role, Parts: parts})
 	}
-	if len(r.Tools) > 0 {
-		t := gTool{}
-		for _, tl := range r.Tools {
-			t.FunctionDeclarations = append(t.FunctionDeclarations, gFuncDecl(tl))
+	tools := narrowTools(r)
+	if len(tools) > 0 {
+		t := geminiTool{}
+		for _, tl := range tools {
+			t.FunctionDeclarations = append(t.FunctionDeclarations, geminiFunctionDeclaration{Name: tl.Name,
+				Description: tl.Description, Parameters: withoutSchemaKeyword(tl.Parameters)})
 		}
-		out.Tools = []gTool{t}
+		out.Tools = []geminiTool{t}
 	}
-	if tc := r.ToolChoice; tc != nil && len(r.Tools) > 0 {
-		c := gFuncCallingConfig{Mode: "AUTO"}
+	if tc := r.ToolChoice; tc != nil && len(tools) > 0 {
+		c := geminiFunctionCallingConfig{Mode: "AUTO"}
 		switch tc.Mode {
 		case "none":
 			c.Mode = "NONE"
@@ -171,23 +176,53 @@ func encodeGeminiRequest(r *Request, _ string) ([]byte, error) {
 		case "tool":
 			c.Mode, c.AllowedFunctionNames = "ANY", []string{tc.Name}
 		}
-		out.ToolConfig = &gToolConfig{FunctionCallingConfig: c}
+		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: c}
 	}
-	gc := gGenConfig{MaxOutputTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, StopSequences: r.Stop}
+	gc := geminiGenerationConfig{MaxOutputTokens: r.MaxTokens, Temperature: clamp(r.Temperature, 0, 2), TopP: clamp(r.TopP, 0, 1), StopSequences: r.Stop}
 	budget := r.ThinkingBudget
 	if budget == 0 {
 		budget = effortBudget(r.ReasoningEffort)
 	}
 	switch {
 	case budget > 0:
-		gc.ThinkingConfig = &gThinkingConfig{IncludeThoughts: true, ThinkingBudget: budget}
+		gc.ThinkingConfig = &geminiThinkingConfig{IncludeThoughts: !r.HideThinking, ThinkingBudget: min(budget, geminiMaxThinkingBudget)}
 	case r.ReasoningEffort == "none":
-		gc.ThinkingConfig = &gThinkingConfig{ThinkingBudget: 0}
+		gc.ThinkingConfig = &geminiThinkingConfig{ThinkingBudget: 0}
 	}
-	if gc.MaxOutputTokens > 0 || gc.Temperature != nil || gc.TopP != nil || len(gc.StopSequences) > 0 || gc.ThinkingConfig != nil {
+	if f := r.OutputFormat; f != nil {
+		gc.ResponseMimeType = "application/json"
+		if f.Type == "json_schema" {
+			gc.ResponseJSONSchema = withoutSchemaKeyword(f.Schema)
+		}
+	}
+	if gc.MaxOutputTokens > 0 || gc.Temperature != nil || gc.TopP != nil || len(gc.StopSequences) > 0 || gc.ThinkingConfig != nil || gc.ResponseMimeType != "" {
 		out.GenerationConfig = &gc
 	}
 	return json.Marshal(out)
+}
+
+// geminiMaxThinkingBudget is the largest thinking budget every Gemini 2.5
+// model takes (Flash's; Pro's is 32768): a messages client's budget of up
+// to 31999 would be refused by Flash.
+const geminiMaxThinkingBudget = 24576
+
+// withoutSchemaKeyword removes a JSON schema's top-level "$schema" member,
+// which Gemini refuses ("Unknown name"); Claude Code sends it on every
+// tool.
+func withoutSchemaKeyword(schema json.RawMessage) json.RawMessage {
+	if !bytes.Contains(schema, []byte(`"$schema"`)) {
+		return schema
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(schema, &m) != nil {
+		return schema
+	}
+	delete(m, "$schema")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return schema
+	}
+	return out
 }
 
 // geminiToolResponse is a tool result as functionResponse.response, which

@@ -8,30 +8,30 @@ import (
 // Codec of the gemini protocol (Google Gemini API generateContent wire
 // format): complete responses and usage.
 
-type gResp struct {
-	Candidates     []gCandidate     `json:"candidates"`
-	PromptFeedback *gPromptFeedback `json:"promptFeedback,omitempty"`
-	UsageMetadata  *gUsage          `json:"usageMetadata,omitempty"`
-	ModelVersion   string           `json:"modelVersion,omitempty"`
-	ResponseID     string           `json:"responseId,omitempty"`
+type geminiResponse struct {
+	Candidates     []geminiCandidate     `json:"candidates"`
+	PromptFeedback *geminiPromptFeedback `json:"promptFeedback,omitempty"`
+	UsageMetadata  *geminiUsageMetadata  `json:"usageMetadata,omitempty"`
+	ModelVersion   string                `json:"modelVersion,omitempty"`
+	ResponseID     string                `json:"responseId,omitempty"`
 }
 
-type gCandidate struct {
-	Content      *gContent `json:"content,omitempty"`
-	FinishReason string    `json:"finishReason,omitempty"`
-	Index        int       `json:"index"`
+type geminiCandidate struct {
+	Content      *geminiContent `json:"content,omitempty"`
+	FinishReason string         `json:"finishReason,omitempty"`
+	Index        int            `json:"index"`
 }
 
-type gPromptFeedback struct {
+type geminiPromptFeedback struct {
 	BlockReason string `json:"blockReason,omitempty"`
 }
 
-// gUsage is usageMetadata. promptTokenCount includes the cached tokens;
+// geminiUsageMetadata is usageMetadata. promptTokenCount includes the cached tokens;
 // candidatesTokenCount excludes the thoughts, which Google bills as output
 // ("output price (including thinking tokens)"); toolUsePromptTokenCount is
 // input the API's own tools added. totalTokenCount is the sum of prompt,
 // tool-use prompt, candidates and thoughts.
-type gUsage struct {
+type geminiUsageMetadata struct {
 	PromptTokenCount        int64  `json:"promptTokenCount"`
 	CandidatesTokenCount    int64  `json:"candidatesTokenCount"`
 	CachedContentTokenCount *int64 `json:"cachedContentTokenCount,omitempty"`
@@ -46,7 +46,7 @@ type gUsage struct {
 // thoughts), so that PromptTokens()+OutputTokens equals totalTokenCount.
 // Gemini's implicit and explicit caches charge no write, so CacheWriteTokens
 // stays unreported.
-func (u gUsage) toUsage() Usage {
+func (u geminiUsageMetadata) toUsage() Usage {
 	cached := deref(u.CachedContentTokenCount)
 	out := Usage{
 		InputTokens:         u.PromptTokenCount - cached + u.ToolUsePromptTokenCount,
@@ -60,8 +60,8 @@ func (u gUsage) toUsage() Usage {
 	return out
 }
 
-func geminiUsage(u Usage) *gUsage {
-	return &gUsage{
+func newGeminiUsage(u Usage) *geminiUsageMetadata {
+	return &geminiUsageMetadata{
 		PromptTokenCount:        u.InputTokens + deref(u.CacheReadTokens),
 		CandidatesTokenCount:    u.OutputTokens - u.ReasoningTokens,
 		CachedContentTokenCount: u.CacheReadTokens,
@@ -71,7 +71,7 @@ func geminiUsage(u Usage) *gUsage {
 }
 
 func decodeGeminiResponse(body []byte) (*Response, error) {
-	var in gResp
+	var in geminiResponse
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("gemini response: %w", err)
 	}
@@ -106,7 +106,7 @@ func hasToolCall(ps []Part) bool {
 // geminiParts appends the neutral form of a candidate's parts. Gemini's
 // function calls carry an id only sometimes; a call without one gets a
 // fresh ID, which the client echoes back with its result.
-func geminiParts(in []gPart, out []Part) []Part {
+func geminiParts(in []geminiPart, out []Part) []Part {
 	for _, p := range in {
 		switch {
 		case p.FunctionCall != nil:
@@ -157,7 +157,7 @@ func geminiUsageOf(body []byte) (Usage, bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	var u gUsage
+	var u geminiUsageMetadata
 	if json.Unmarshal(raw, &u) != nil {
 		return Usage{}, false
 	}

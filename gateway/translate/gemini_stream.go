@@ -25,7 +25,7 @@ type geminiDecoder struct {
 	index    int      // the index of the open block, or of the next
 	calls    bool     // a function call was seen
 	buf      struct {
-		gResp
+		geminiResponse
 		Error *struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
@@ -137,16 +137,16 @@ func (d *geminiDecoder) finish(out []StreamEvent) []StreamEvent {
 // call in one chunk when its block stops.
 type geminiEncoder struct {
 	id    string
-	calls map[int]*gFuncCall
+	calls map[int]*geminiFunctionCall
 	args  map[int]*strings.Builder
 	kinds map[int]PartType
 }
 
 func newGeminiEncoder() *geminiEncoder {
-	return &geminiEncoder{calls: map[int]*gFuncCall{}, args: map[int]*strings.Builder{}, kinds: map[int]PartType{}}
+	return &geminiEncoder{calls: map[int]*geminiFunctionCall{}, args: map[int]*strings.Builder{}, kinds: map[int]PartType{}}
 }
 
-func (e *geminiEncoder) chunk(out []Event, r gResp) []Event {
+func (e *geminiEncoder) chunk(out []Event, r geminiResponse) []Event {
 	r.ResponseID = e.id
 	b, _ := json.Marshal(r)
 	return append(out, Event{Data: b})
@@ -159,7 +159,7 @@ func (e *geminiEncoder) encode(ev StreamEvent, out []Event) []Event {
 	case EvBlockStart:
 		e.kinds[ev.Index] = ev.Part
 		if ev.Part == PartToolCall {
-			e.calls[ev.Index] = &gFuncCall{ID: ev.ID, Name: ev.Name}
+			e.calls[ev.Index] = &geminiFunctionCall{ID: ev.ID, Name: ev.Name}
 			e.args[ev.Index] = &strings.Builder{}
 		}
 	case EvDelta:
@@ -167,17 +167,20 @@ func (e *geminiEncoder) encode(ev StreamEvent, out []Event) []Event {
 			a.WriteString(ev.Text)
 			break
 		}
+		if ev.Text == "" {
+			break // a thinking signature: Gemini's thoughts have none
+		}
 		t := ev.Text
-		p := gPart{Text: &t, Thought: e.kinds[ev.Index] == PartThinking}
-		out = e.chunk(out, gResp{Candidates: []gCandidate{{Content: &gContent{Role: "model", Parts: []gPart{p}}}}})
+		p := geminiPart{Text: &t, Thought: e.kinds[ev.Index] == PartThinking}
+		out = e.chunk(out, geminiResponse{Candidates: []geminiCandidate{{Content: &geminiContent{Role: "model", Parts: []geminiPart{p}}}}})
 	case EvBlockStop:
 		if c := e.calls[ev.Index]; c != nil {
 			c.Args = validJSONOr(e.args[ev.Index].String(), "{}")
-			out = e.chunk(out, gResp{Candidates: []gCandidate{{Content: &gContent{Role: "model", Parts: []gPart{{FunctionCall: c}}}}}})
+			out = e.chunk(out, geminiResponse{Candidates: []geminiCandidate{{Content: &geminiContent{Role: "model", Parts: []geminiPart{{FunctionCall: c}}}}}})
 		}
 	case EvFinish:
-		out = e.chunk(out, gResp{Candidates: []gCandidate{{Content: &gContent{Role: "model", Parts: []gPart{}}, FinishReason: geminiFinishReason(ev.Stop)}},
-			UsageMetadata: geminiUsage(ev.Usage)})
+		out = e.chunk(out, geminiResponse{Candidates: []geminiCandidate{{Content: &geminiContent{Role: "model", Parts: []geminiPart{}}, FinishReason: geminiFinishReason(ev.Stop)}},
+			UsageMetadata: newGeminiUsage(ev.Usage)})
 	case EvError:
 		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": ev.ErrStatus, "message": ev.Message}})
 		out = append(out, Event{Data: b})

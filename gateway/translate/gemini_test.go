@@ -62,14 +62,14 @@ func TestGeminiRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			out, err := TranslateRequest(tc.from, Gemini, []byte(tc.body), "gemini-x")
+			out, _, err := TranslateRequest(tc.from, Gemini, []byte(tc.body), "gemini-x")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(out).To(MatchJSON(tc.want))
 		})
 	}
 
 	g := NewWithT(t)
-	_, err := TranslateRequest(ChatCompletions, Gemini, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`), "g")
+	_, _, err := TranslateRequest(ChatCompletions, Gemini, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`), "g")
 	g.Expect(err).To(MatchError(errGeminiImageURL))
 	_, err = DecodeRequest(Gemini, []byte(`{}`))
 	g.Expect(err).To(MatchError(errUpstreamOnly))
@@ -147,7 +147,7 @@ func TestGeminiResponse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			out, _, err := TranslateResponse(Gemini, tc.to, []byte(tc.body), "client-model")
+			out, _, err := TranslateResponse(Gemini, tc.to, []byte(tc.body), "client-model", nil)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(normalize(out)).To(MatchJSON(tc.want))
 		})

@@ -14,9 +14,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the curr
 
 var (
 	allProtocols = []Protocol{Messages, ChatCompletions, Responses}
-	fixtureReqs  = map[Protocol]string{Messages: messagesRequest, ChatCompletions: chatRequest, Responses: responsesRequest}
-	fixtureResps = map[Protocol]string{Messages: messagesResponse, ChatCompletions: chatResponse, Responses: responsesResponse}
-	fixtureSSE   = map[Protocol]string{Messages: messagesStream, ChatCompletions: chatStream, Responses: responsesStream}
+	fixtureReqs  = map[Protocol]string{Messages: fixtureMessagesRequest, ChatCompletions: fixtureChatRequest, Responses: fixtureResponsesRequest}
+	fixtureResps = map[Protocol]string{Messages: fixtureMessagesResponse, ChatCompletions: fixtureChatResponse, Responses: fixtureResponsesResponse}
+	fixtureSSE   = map[Protocol]string{Messages: fixtureMessagesStream, ChatCompletions: fixtureChatStream, Responses: fixtureResponsesStream}
 )
 
 func golden(t *testing.T, name, got string) {
@@ -49,11 +49,11 @@ func TestGoldenTranslations(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s_to_%s", from, to), func(t *testing.T) {
 				g := NewWithT(t)
-				req, err := TranslateRequest(from, to, []byte(fixtureReqs[from]), "up-model")
+				req, _, err := TranslateRequest(from, to, []byte(fixtureReqs[from]), "up-model")
 				g.Expect(err).NotTo(HaveOccurred())
 				golden(t, fmt.Sprintf("request_%s_to_%s", from, to), normalize(req)+"\n")
 
-				resp, _, err := TranslateResponse(from, to, []byte(fixtureResps[from]), "client-model")
+				resp, _, err := TranslateResponse(from, to, []byte(fixtureResps[from]), "client-model", nil)
 				g.Expect(err).NotTo(HaveOccurred())
 				golden(t, fmt.Sprintf("response_%s_to_%s", from, to), normalize(resp)+"\n")
 

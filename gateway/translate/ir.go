@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
@@ -27,8 +28,14 @@ type Part struct {
 	Type PartType
 	// Text is the text of a text, thinking or tool result part.
 	Text string
-	// Signature is the messages protocol's thinking signature.
+	// Signature is the messages protocol's thinking signature; Signer the
+	// upstream protocol that issued it when the part came back from a
+	// client that carried it for the gateway (a responses reasoning item's
+	// encrypted_content), else empty.
 	Signature string
+	Signer    Protocol
+	// Redacted is the opaque data of a redacted thinking block.
+	Redacted string
 	// ImageURL is an image given by URL; MediaType and Data an inline
 	// base64 image.
 	ImageURL  string
@@ -36,32 +43,58 @@ type Part struct {
 	Data      string
 	// ID is a tool call's ID, or for a tool result the ID of the call.
 	ID string
-	// Name and Arguments (JSON text) describe a tool call.
+	// Name and Arguments (JSON text) describe a tool call; Namespace is
+	// the responses protocol's namespace of the tool.
 	Name      string
+	Namespace string
 	Arguments string
+	// Custom marks a call of a freeform (custom) tool: Input is its text
+	// and Arguments is unused.
+	Custom bool
+	Input  string
 	// IsError marks a failed tool result.
 	IsError bool
 }
 
-// Message is one conversation turn. Role is "user" or "assistant"; tool
-// results are user parts.
+// Message is one conversation turn. Role is "user" or "assistant" (tool
+// results are user parts), or "system" for a system or developer message
+// that came after the conversation began (leading ones are
+// Request.System).
 type Message struct {
 	Role  string
 	Parts []Part
 }
 
-// Tool is a function the model may call.
+// Tool is a function the model may call. Namespace is the responses
+// protocol's namespace the tool was declared in. Custom marks a freeform
+// tool (its input is text, not JSON); Format is then its input format as
+// the client gave it (a grammar, or plain text).
 type Tool struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage
+	Namespace   string
+	Custom      bool
+	Format      json.RawMessage
 }
 
 // ToolChoice is the tool selection policy: Mode "auto", "none", "required"
-// or "tool" (then Name says which).
+// or "tool" (then Name says which). Allowed, when set, narrows the tools
+// the model may call to those names (OpenAI's allowed_tools; Mode is then
+// "auto" or "required").
 type ToolChoice struct {
-	Mode string
-	Name string
+	Mode    string
+	Name    string
+	Allowed []string
+}
+
+// OutputFormat is a structured-output request: Type "json_schema" (Schema
+// set, Name and Strict optional) or "json_object".
+type OutputFormat struct {
+	Type   string
+	Name   string
+	Schema json.RawMessage
+	Strict *bool
 }
 
 // Request is a protocol-neutral generation request.
@@ -78,7 +111,13 @@ type Request struct {
 	ToolChoice      *ToolChoice
 	ReasoningEffort string
 	ThinkingBudget  int64
-	User            string
+	// HideThinking: the client asked for no thinking text (messages
+	// thinking.display "omitted").
+	HideThinking bool
+	// ParallelToolCalls is nil when the client did not say.
+	ParallelToolCalls *bool
+	OutputFormat      *OutputFormat
+	User              string
 	// CacheControl reports that a messages request marked a cache
 	// breakpoint.
 	CacheControl bool
@@ -135,8 +174,19 @@ type StreamEvent struct {
 	// Part is the block kind on EvBlockStart (text, tool call, thinking).
 	Part PartType
 	// ID is the message ID on EvStart, the tool call ID on EvBlockStart.
-	ID   string
-	Name string
+	// Name is the tool's name on EvBlockStart of a tool call; Namespace and
+	// Custom are the client's namespace and freeform flag of that tool
+	// (set by the StreamTranslator from its ToolMap).
+	ID        string
+	Name      string
+	Namespace string
+	Custom    bool
+	// Redacted, on EvBlockStart of a thinking block, makes it a redacted
+	// thinking block with that opaque data (no deltas follow).
+	Redacted string
+	// Signature, on an EvDelta of a thinking block, is (a piece of) its
+	// signature; Text is then empty.
+	Signature string
 	// Text is the delta (text, tool arguments JSON or thinking).
 	Text string
 	// Stop, StopSequence and Usage are set on EvFinish (Usage possibly
@@ -177,8 +227,19 @@ func effortBudget(effort string) int64 {
 		return 4096
 	case "high":
 		return 16384
+	case "xhigh", "max":
+		return 32768
 	}
 	return 0
+}
+
+// openAIEffort is an effort as the OpenAI protocols name it: Anthropic's
+// "max" is their "high" ("xhigh" is not accepted by every model).
+func openAIEffort(effort string) string {
+	if effort == "max" {
+		return "high"
+	}
+	return effort
 }
 
 // budgetEffort maps a messages thinking budget to a reasoning effort.
@@ -225,6 +286,19 @@ func validJSONOr(s, def string) json.RawMessage {
 	return json.RawMessage(s)
 }
 
+// compactJSONOr is raw without insignificant whitespace, or def when raw is
+// not JSON: a tool call's arguments become a string in the OpenAI protocols.
+func compactJSONOr(raw json.RawMessage, def string) string {
+	if len(raw) == 0 {
+		return def
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return def
+	}
+	return b.String()
+}
+
 // rawString decodes a JSON value that is a string, or returns "" for null or
 // absent.
 func rawString(raw json.RawMessage) (string, bool) {
@@ -256,9 +330,12 @@ func ResponseEvents(r *Response) []StreamEvent {
 		default:
 			continue
 		}
-		evs = append(evs, StreamEvent{Kind: EvBlockStart, Index: i, Part: p.Type, ID: p.ID, Name: p.Name})
+		evs = append(evs, StreamEvent{Kind: EvBlockStart, Index: i, Part: p.Type, ID: p.ID, Name: p.Name, Redacted: p.Redacted})
 		if text != "" {
 			evs = append(evs, StreamEvent{Kind: EvDelta, Index: i, Text: text})
+		}
+		if p.Type == PartThinking && p.Signature != "" {
+			evs = append(evs, StreamEvent{Kind: EvDelta, Index: i, Signature: p.Signature})
 		}
 		evs = append(evs, StreamEvent{Kind: EvBlockStop, Index: i})
 		i++

@@ -9,25 +9,25 @@ import (
 // Codec of the messages protocol (Anthropic Messages API wire format):
 // complete responses and usage.
 
-type mUsage struct {
+type messagesUsage struct {
 	InputTokens              int64  `json:"input_tokens"`
 	OutputTokens             int64  `json:"output_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens,omitempty"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens,omitempty"`
 }
 
-type mResp struct {
-	ID           string   `json:"id"`
-	Type         string   `json:"type"`
-	Role         string   `json:"role"`
-	Content      []mBlock `json:"content"`
-	Model        string   `json:"model"`
-	StopReason   *string  `json:"stop_reason"`
-	StopSequence *string  `json:"stop_sequence"`
-	Usage        mUsage   `json:"usage"`
+type messagesResponse struct {
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	Role         string          `json:"role"`
+	Content      []messagesBlock `json:"content"`
+	Model        string          `json:"model"`
+	StopReason   *string         `json:"stop_reason"`
+	StopSequence *string         `json:"stop_sequence"`
+	Usage        messagesUsage   `json:"usage"`
 }
 
-func (u mUsage) toUsage() Usage {
+func (u messagesUsage) toUsage() Usage {
 	return Usage{
 		InputTokens:      u.InputTokens,
 		OutputTokens:     u.OutputTokens,
@@ -36,8 +36,8 @@ func (u mUsage) toUsage() Usage {
 	}
 }
 
-func messagesUsage(u Usage) mUsage {
-	return mUsage{
+func newMessagesUsage(u Usage) messagesUsage {
+	return messagesUsage{
 		InputTokens:              u.InputTokens,
 		OutputTokens:             u.OutputTokens,
 		CacheCreationInputTokens: u.CacheWriteTokens,
@@ -46,7 +46,7 @@ func messagesUsage(u Usage) mUsage {
 }
 
 func decodeMessagesResponse(body []byte) (*Response, error) {
-	var in mResp
+	var in messagesResponse
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("messages response: %w", err)
 	}
@@ -69,15 +69,19 @@ func decodeMessagesResponse(body []byte) (*Response, error) {
 				t = *b.Thinking
 			}
 			r.Parts = append(r.Parts, Part{Type: PartThinking, Text: t, Signature: b.Signature})
+		case "redacted_thinking":
+			if b.Data != "" {
+				r.Parts = append(r.Parts, Part{Type: PartThinking, Redacted: b.Data})
+			}
 		}
 	}
 	return r, nil
 }
 
 func encodeMessagesResponse(r *Response) ([]byte, error) {
-	out := mResp{
-		ID: r.ID, Type: "message", Role: "assistant", Model: r.Model, Content: []mBlock{},
-		Usage: messagesUsage(r.Usage),
+	out := messagesResponse{
+		ID: r.ID, Type: "message", Role: "assistant", Model: r.Model, Content: []messagesBlock{},
+		Usage: newMessagesUsage(r.Usage),
 	}
 	if !strings.HasPrefix(out.ID, "msg_") {
 		out.ID = NewID("msg_")
@@ -93,12 +97,16 @@ func encodeMessagesResponse(r *Response) ([]byte, error) {
 	for _, p := range r.Parts {
 		switch p.Type {
 		case PartText:
-			out.Content = append(out.Content, mBlock{Type: "text", Text: p.Text})
+			out.Content = append(out.Content, messagesBlock{Type: "text", Text: p.Text})
 		case PartToolCall:
-			out.Content = append(out.Content, mBlock{Type: "tool_use", ID: p.ID, Name: p.Name, Input: validJSONOr(p.Arguments, "{}")})
+			out.Content = append(out.Content, messagesBlock{Type: "tool_use", ID: p.ID, Name: p.Name, Input: validJSONOr(p.Arguments, "{}")})
 		case PartThinking:
+			if p.Redacted != "" {
+				out.Content = append(out.Content, messagesBlock{Type: "redacted_thinking", Data: p.Redacted})
+				continue
+			}
 			t := p.Text
-			out.Content = append(out.Content, mBlock{Type: "thinking", Thinking: &t, Signature: p.Signature})
+			out.Content = append(out.Content, messagesBlock{Type: "thinking", Thinking: &t, Signature: p.Signature})
 		}
 	}
 	return json.Marshal(out)
@@ -123,7 +131,7 @@ func messagesUsageOf(body []byte) (Usage, bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	var u mUsage
+	var u messagesUsage
 	if json.Unmarshal(raw, &u) != nil {
 		return Usage{}, false
 	}

@@ -23,25 +23,27 @@ type messagesDecoder struct {
 	finished bool
 	ignored  map[int]bool
 	buf      struct {
-		Type    string `json:"type"`
-		Index   int    `json:"index"`
-		Message *mResp `json:"message"`
+		Type    string            `json:"type"`
+		Index   int               `json:"index"`
+		Message *messagesResponse `json:"message"`
 		Block   *struct {
 			Type     string `json:"type"`
 			ID       string `json:"id"`
 			Name     string `json:"name"`
 			Text     string `json:"text"`
 			Thinking string `json:"thinking"`
+			Data     string `json:"data"`
 		} `json:"content_block"`
 		Delta *struct {
 			Type         string  `json:"type"`
 			Text         string  `json:"text"`
 			PartialJSON  string  `json:"partial_json"`
 			Thinking     string  `json:"thinking"`
+			Signature    string  `json:"signature"`
 			StopReason   *string `json:"stop_reason"`
 			StopSequence *string `json:"stop_sequence"`
 		} `json:"delta"`
-		Usage *mUsage `json:"usage"`
+		Usage *messagesUsage `json:"usage"`
 		Error *struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`
@@ -79,6 +81,8 @@ func (d *messagesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, er
 			out = append(out, StreamEvent{Kind: EvBlockStart, Index: b.Index, Part: PartToolCall, ID: b.Block.ID, Name: b.Block.Name})
 		case "thinking":
 			out = append(out, StreamEvent{Kind: EvBlockStart, Index: b.Index, Part: PartThinking})
+		case "redacted_thinking":
+			out = append(out, StreamEvent{Kind: EvBlockStart, Index: b.Index, Part: PartThinking, Redacted: b.Block.Data})
 		default:
 			if d.ignored == nil {
 				d.ignored = map[int]bool{}
@@ -96,6 +100,8 @@ func (d *messagesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, er
 			out = append(out, StreamEvent{Kind: EvDelta, Index: b.Index, Text: b.Delta.PartialJSON})
 		case "thinking_delta":
 			out = append(out, StreamEvent{Kind: EvDelta, Index: b.Index, Text: b.Delta.Thinking})
+		case "signature_delta":
+			out = append(out, StreamEvent{Kind: EvDelta, Index: b.Index, Signature: b.Delta.Signature})
 		}
 	case "content_block_stop":
 		if d.ignored[b.Index] {
@@ -212,6 +218,12 @@ func (e *messagesEncoder) encode(ev StreamEvent, out []Event) []Event {
 			d = appendJSONString(d, ev.Name)
 			d = append(d, `,"input":{}}}`...)
 		case PartThinking:
+			if ev.Redacted != "" {
+				d = append(d, `,"content_block":{"type":"redacted_thinking","data":`...)
+				d = appendJSONString(d, ev.Redacted)
+				d = append(d, "}}"...)
+				break
+			}
 			d = append(d, `,"content_block":{"type":"thinking","thinking":"","signature":""}}`...)
 		default:
 			d = append(d, `,"content_block":{"type":"text","text":""}}`...)
@@ -219,7 +231,19 @@ func (e *messagesEncoder) encode(ev StreamEvent, out []Event) []Event {
 		out = e.event(out, "content_block_start", d)
 	case EvDelta:
 		b, ok := e.open[ev.Index]
-		if !ok || ev.Text == "" {
+		if !ok {
+			return out
+		}
+		if ev.Signature != "" && b.part == PartThinking {
+			d := make([]byte, 0, 96+len(ev.Signature))
+			d = append(d, `{"type":"content_block_delta","index":`...)
+			d = appendInt(d, int64(b.index))
+			d = append(d, `,"delta":{"type":"signature_delta","signature":`...)
+			d = appendJSONString(d, ev.Signature)
+			d = append(d, "}}"...)
+			return e.event(out, "content_block_delta", d)
+		}
+		if ev.Text == "" {
 			return out
 		}
 		d := make([]byte, 0, 96+len(ev.Text))

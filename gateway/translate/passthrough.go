@@ -25,7 +25,7 @@ func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
 		switch name {
 		case "message_start":
 			if raw, ok := FieldRaw(ev.Data, "message", "usage"); ok {
-				var u mUsage
+				var u messagesUsage
 				if json.Unmarshal(raw, &u) == nil {
 					t.usage = u.toUsage()
 				}
@@ -40,7 +40,7 @@ func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
 			}
 		case "message_delta":
 			if raw, ok := FieldRaw(ev.Data, "usage"); ok {
-				var u mUsage
+				var u messagesUsage
 				if json.Unmarshal(raw, &u) == nil {
 					t.reported = true
 					t.usage.OutputTokens = u.OutputTokens
@@ -65,7 +65,7 @@ func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
 		}
 		if !endsWithNullUsage(ev.Data) && bytes.Contains(ev.Data, keyUsage) {
 			if raw, ok := FieldRaw(ev.Data, "usage"); ok && string(raw) != "null" {
-				var u cUsage
+				var u chatUsage
 				if decodeChatUsage(raw, &u) {
 					t.usage, t.reported = u.toUsage(), true
 				}
@@ -90,7 +90,7 @@ func (t *StreamTranslator) passThrough(ev Event) ([]Event, error) {
 		case "response.completed", "response.incomplete", "response.failed":
 			t.done = true
 			if raw, ok := FieldRaw(ev.Data, "response", "usage"); ok && string(raw) != "null" {
-				var u rUsage
+				var u responsesUsage
 				if json.Unmarshal(raw, &u) == nil {
 					t.usage, t.reported = u.toUsage(), true
 				}

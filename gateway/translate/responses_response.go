@@ -10,7 +10,7 @@ import (
 // Codec of the responses protocol (OpenAI Responses API wire format):
 // complete responses and usage.
 
-type rUsage struct {
+type responsesUsage struct {
 	InputTokens        int64 `json:"input_tokens"`
 	InputTokensDetails *struct {
 		CachedTokens *int64 `json:"cached_tokens,omitempty"`
@@ -22,23 +22,23 @@ type rUsage struct {
 	TotalTokens int64 `json:"total_tokens"`
 }
 
-type rResp struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	CreatedAt         int64           `json:"created_at"`
-	Status            string          `json:"status"`
-	Error             json.RawMessage `json:"error"`
-	IncompleteDetails *rIncomplete    `json:"incomplete_details"`
-	Model             string          `json:"model"`
-	Output            []rItem         `json:"output"`
-	Usage             *rUsage         `json:"usage"`
+type responsesResponse struct {
+	ID                string                      `json:"id"`
+	Object            string                      `json:"object"`
+	CreatedAt         int64                       `json:"created_at"`
+	Status            string                      `json:"status"`
+	Error             json.RawMessage             `json:"error"`
+	IncompleteDetails *responsesIncompleteDetails `json:"incomplete_details"`
+	Model             string                      `json:"model"`
+	Output            []responsesItem             `json:"output"`
+	Usage             *responsesUsage             `json:"usage"`
 }
 
-type rIncomplete struct {
+type responsesIncompleteDetails struct {
 	Reason string `json:"reason"`
 }
 
-func (u *rUsage) toUsage() Usage {
+func (u *responsesUsage) toUsage() Usage {
 	out := Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, ReportedTotalTokens: ptr(u.TotalTokens)}
 	if d := u.InputTokensDetails; d != nil && d.CachedTokens != nil {
 		out.CacheReadTokens = ptr(*d.CachedTokens)
@@ -66,7 +66,7 @@ func appendResponsesUsage(d []byte, u Usage) []byte {
 }
 
 func decodeResponsesResponse(body []byte) (*Response, error) {
-	var in rResp
+	var in responsesResponse
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("responses response: %w", err)
 	}
@@ -77,7 +77,7 @@ func decodeResponsesResponse(body []byte) (*Response, error) {
 	for _, it := range in.Output {
 		switch it.Type {
 		case "message":
-			if t := responsesText(it.Content); t != "" {
+			if t := responsesTextOf(it.Content); t != "" {
 				r.Parts = append(r.Parts, Part{Type: PartText, Text: t})
 			}
 		case "function_call":
@@ -98,7 +98,7 @@ func decodeResponsesResponse(body []byte) (*Response, error) {
 	return r, nil
 }
 
-func stopFromResponses(status string, inc *rIncomplete, parts []Part) StopReason {
+func stopFromResponses(status string, inc *responsesIncompleteDetails, parts []Part) StopReason {
 	if status == "incomplete" && inc != nil {
 		if inc.Reason == "content_filter" {
 			return StopContentFilter
@@ -123,7 +123,9 @@ func responsesStatus(s StopReason) (status string, incomplete string) {
 	return "completed", ""
 }
 
-func encodeResponsesResponse(r *Response) ([]byte, error) {
+// encodeResponsesResponse renders r; signer is the upstream protocol whose
+// thinking signatures r carries (see encodeReasoning).
+func encodeResponsesResponse(r *Response, signer Protocol) ([]byte, error) {
 	id := r.ID
 	if !strings.HasPrefix(id, "resp_") {
 		id = NewID("resp_")
@@ -134,18 +136,33 @@ func encodeResponsesResponse(r *Response) ([]byte, error) {
 	}
 	var items [][]byte
 	for _, p := range r.Parts {
-		items = append(items, responsesItem(p, "", "completed"))
+		items = append(items, encodeResponsesItem(p, "", "completed", signer))
 	}
 	status, inc := responsesStatus(r.Stop)
 	return responsesObject(id, created, r.Model, status, inc, items, &r.Usage, nil), nil
 }
 
-// responsesItem renders one output item of a finished part; id is the item's
-// ID (generated when empty).
-func responsesItem(p Part, id, status string) []byte {
-	d := make([]byte, 0, 128+len(p.Text)+len(p.Arguments))
+// encodeResponsesItem renders one output item of a finished part; id is the
+// item's ID (generated when empty), signer as for encodeResponsesResponse.
+func encodeResponsesItem(p Part, id, status string, signer Protocol) []byte {
+	d := make([]byte, 0, 128+len(p.Text)+len(p.Arguments)+len(p.Input))
 	switch p.Type {
 	case PartToolCall:
+		if p.Custom {
+			if id == "" {
+				id = NewID("ctc_")
+			}
+			d = append(d, `{"type":"custom_tool_call","id":`...)
+			d = appendJSONString(d, id)
+			d = append(d, `,"call_id":`...)
+			d = appendJSONString(d, p.ID)
+			d = appendNamespace(d, p.Namespace)
+			d = append(d, `,"name":`...)
+			d = appendJSONString(d, p.Name)
+			d = append(d, `,"input":`...)
+			d = appendJSONString(d, p.Input)
+			return append(d, '}')
+		}
 		if id == "" {
 			id = NewID("fc_")
 		}
@@ -153,6 +170,7 @@ func responsesItem(p Part, id, status string) []byte {
 		d = appendJSONString(d, id)
 		d = append(d, `,"call_id":`...)
 		d = appendJSONString(d, p.ID)
+		d = appendNamespace(d, p.Namespace)
 		d = append(d, `,"name":`...)
 		d = appendJSONString(d, p.Name)
 		d = append(d, `,"arguments":`...)
@@ -172,7 +190,12 @@ func responsesItem(p Part, id, status string) []byte {
 			d = appendJSONString(d, p.Text)
 			d = append(d, '}')
 		}
-		return append(d, "]}"...)
+		d = append(d, ']')
+		if enc := encodeReasoning(p, signer); enc != "" {
+			d = append(d, `,"encrypted_content":`...)
+			d = appendJSONString(d, enc)
+		}
+		return append(d, '}')
 	default:
 		if id == "" {
 			id = NewID("msg_")
@@ -186,6 +209,15 @@ func responsesItem(p Part, id, status string) []byte {
 		d = appendJSONString(d, p.Text)
 		return append(d, `,"annotations":[]}]}`...)
 	}
+}
+
+// appendNamespace adds a tool call's "namespace" member when it has one.
+func appendNamespace(d []byte, ns string) []byte {
+	if ns == "" {
+		return d
+	}
+	d = append(d, `,"namespace":`...)
+	return appendJSONString(d, ns)
 }
 
 // responsesObject renders a Response object.
@@ -241,7 +273,7 @@ func responsesUsageOf(body []byte) (Usage, bool) {
 	if !ok || string(raw) == "null" {
 		return Usage{}, false
 	}
-	var u rUsage
+	var u responsesUsage
 	if json.Unmarshal(raw, &u) != nil {
 		return Usage{}, false
 	}

@@ -23,18 +23,18 @@ type responsesDecoder struct {
 	sawTool  bool
 }
 
-type rEvent struct {
-	Type         string `json:"type"`
-	OutputIndex  int    `json:"output_index"`
-	ContentIndex int    `json:"content_index"`
-	Delta        string `json:"delta"`
-	Item         *rItem `json:"item"`
+type responsesStreamEvent struct {
+	Type         string         `json:"type"`
+	OutputIndex  int            `json:"output_index"`
+	ContentIndex int            `json:"content_index"`
+	Delta        string         `json:"delta"`
+	Item         *responsesItem `json:"item"`
 	Part         *struct {
 		Type string `json:"type"`
 	} `json:"part"`
-	Response *rResp `json:"response"`
-	Message  string `json:"message"`
-	Code     string `json:"code"`
+	Response *responsesResponse `json:"response"`
+	Message  string             `json:"message"`
+	Code     string             `json:"code"`
 }
 
 func newResponsesDecoder() *responsesDecoder {
@@ -60,7 +60,7 @@ func (d *responsesDecoder) decode(ev Event, out []StreamEvent) ([]StreamEvent, e
 	if d.finished {
 		return out, nil
 	}
-	var e rEvent
+	var e responsesStreamEvent
 	if err := json.Unmarshal(ev.Data, &e); err != nil {
 		return out, fmt.Errorf("responses stream event: %w", err)
 	}
@@ -152,23 +152,33 @@ type responsesEncoder struct {
 	seq      int64
 	started  bool
 	finished bool
-	items    [][]byte       // finished output items
-	open     map[int]*rOpen // neutral index → open item
-	order    []int          // open neutral indexes
-	scratch  []byte
+	// signer is the upstream protocol whose thinking signatures the
+	// stream carries (see encodeReasoning).
+	signer  Protocol
+	items   [][]byte                   // finished output items
+	open    map[int]*responsesOpenItem // neutral index → open item
+	order   []int                      // open neutral indexes
+	scratch []byte
 }
 
-type rOpen struct {
-	part   PartType
-	outIdx int
-	itemID string
-	callID string
-	name   string
-	text   strings.Builder
+// responsesOpenItem is an output item being streamed. A freeform tool's
+// call (custom) gathers the arguments of the function it became and sends
+// its input text once the call is complete: the text is inside that JSON.
+type responsesOpenItem struct {
+	part      PartType
+	outIdx    int
+	itemID    string
+	callID    string
+	name      string
+	namespace string
+	custom    bool
+	redacted  string
+	text      strings.Builder
+	signature strings.Builder
 }
 
 func newResponsesEncoder(model string) *responsesEncoder {
-	return &responsesEncoder{id: NewID("resp_"), model: model, created: time.Now().Unix(), open: map[int]*rOpen{}}
+	return &responsesEncoder{id: NewID("resp_"), model: model, created: time.Now().Unix(), open: map[int]*responsesOpenItem{}}
 }
 
 // event renders {"type":<name>,"sequence_number":n,<body>}.
@@ -208,17 +218,23 @@ func (e *responsesEncoder) encode(ev StreamEvent, out []Event) []Event {
 	}
 	switch ev.Kind {
 	case EvBlockStart:
-		o := &rOpen{part: ev.Part, outIdx: len(e.items) + len(e.order), callID: ev.ID, name: ev.Name}
+		o := &responsesOpenItem{part: ev.Part, outIdx: len(e.items) + len(e.order), callID: ev.ID, name: ev.Name,
+			namespace: ev.Namespace, custom: ev.Custom, redacted: ev.Redacted}
 		e.open[ev.Index] = o
 		e.order = append(e.order, ev.Index)
 		switch ev.Part {
 		case PartToolCall:
 			o.itemID = NewID("fc_")
+			if o.custom {
+				o.itemID = NewID("ctc_")
+			}
 			out = e.event(out, "response.output_item.added", e.itemBody(o, "in_progress", true))
 		case PartThinking:
 			o.itemID = NewID("rs_")
 			out = e.event(out, "response.output_item.added", e.itemBody(o, "in_progress", true))
-			out = e.event(out, "response.reasoning_summary_part.added", e.partBody(o, "summary_index", `"part":{"type":"summary_text","text":""}`))
+			if o.redacted == "" {
+				out = e.event(out, "response.reasoning_summary_part.added", e.partBody(o, "summary_index", `"part":{"type":"summary_text","text":""}`))
+			}
 		default:
 			o.itemID = NewID("msg_")
 			out = e.event(out, "response.output_item.added", e.itemBody(o, "in_progress", true))
@@ -226,10 +242,20 @@ func (e *responsesEncoder) encode(ev StreamEvent, out []Event) []Event {
 		}
 	case EvDelta:
 		o, ok := e.open[ev.Index]
-		if !ok || ev.Text == "" {
+		if !ok {
+			return out
+		}
+		if ev.Signature != "" {
+			o.signature.WriteString(ev.Signature)
+			return out
+		}
+		if ev.Text == "" || o.redacted != "" {
 			return out
 		}
 		o.text.WriteString(ev.Text)
+		if o.custom {
+			return out // sent whole when the call is complete
+		}
 		d := make([]byte, 0, 96+len(ev.Text))
 		d = append(d, `"item_id":`...)
 		d = appendJSONString(d, o.itemID)
@@ -276,7 +302,7 @@ func (e *responsesEncoder) encode(ev StreamEvent, out []Event) []Event {
 	return out
 }
 
-func (e *responsesEncoder) itemBody(o *rOpen, status string, added bool) []byte {
+func (e *responsesEncoder) itemBody(o *responsesOpenItem, status string, added bool) []byte {
 	d := make([]byte, 0, 160)
 	d = append(d, `"output_index":`...)
 	d = appendInt(d, int64(o.outIdx))
@@ -284,10 +310,22 @@ func (e *responsesEncoder) itemBody(o *rOpen, status string, added bool) []byte 
 	if added {
 		switch o.part {
 		case PartToolCall:
+			if o.custom {
+				d = append(d, `{"type":"custom_tool_call","id":`...)
+				d = appendJSONString(d, o.itemID)
+				d = append(d, `,"call_id":`...)
+				d = appendJSONString(d, o.callID)
+				d = appendNamespace(d, o.namespace)
+				d = append(d, `,"name":`...)
+				d = appendJSONString(d, o.name)
+				d = append(d, `,"input":""}`...)
+				break
+			}
 			d = append(d, `{"type":"function_call","id":`...)
 			d = appendJSONString(d, o.itemID)
 			d = append(d, `,"call_id":`...)
 			d = appendJSONString(d, o.callID)
+			d = appendNamespace(d, o.namespace)
 			d = append(d, `,"name":`...)
 			d = appendJSONString(d, o.name)
 			d = append(d, `,"arguments":"","status":"in_progress"}`...)
@@ -305,15 +343,18 @@ func (e *responsesEncoder) itemBody(o *rOpen, status string, added bool) []byte 
 	return append(d, e.finishedItem(o, status)...)
 }
 
-func (e *responsesEncoder) finishedItem(o *rOpen, status string) []byte {
-	p := Part{Type: o.part, Text: o.text.String()}
+func (e *responsesEncoder) finishedItem(o *responsesOpenItem, status string) []byte {
+	p := Part{Type: o.part, Text: o.text.String(), Signature: o.signature.String(), Redacted: o.redacted}
 	if o.part == PartToolCall {
-		p = Part{Type: PartToolCall, ID: o.callID, Name: o.name, Arguments: o.text.String()}
+		p = Part{Type: PartToolCall, ID: o.callID, Name: o.name, Namespace: o.namespace, Arguments: o.text.String()}
+		if o.custom {
+			p.Custom, p.Input = true, customInput(p.Arguments)
+		}
 	}
-	return responsesItem(p, o.itemID, status)
+	return encodeResponsesItem(p, o.itemID, status, e.signer)
 }
 
-func (e *responsesEncoder) partBody(o *rOpen, indexName, part string) []byte {
+func (e *responsesEncoder) partBody(o *responsesOpenItem, indexName, part string) []byte {
 	d := make([]byte, 0, 160)
 	d = append(d, `"item_id":`...)
 	d = appendJSONString(d, o.itemID)
@@ -338,8 +379,24 @@ func (e *responsesEncoder) stopItem(out []Event, idx int) []Event {
 		}
 	}
 	text := o.text.String()
-	switch o.part {
-	case PartToolCall:
+	switch {
+	case o.part == PartToolCall && o.custom:
+		input := customInput(text)
+		d := make([]byte, 0, 96+len(input))
+		d = append(d, `"item_id":`...)
+		d = appendJSONString(d, o.itemID)
+		d = append(d, `,"output_index":`...)
+		d = appendInt(d, int64(o.outIdx))
+		prefix := len(d)
+		d = append(d, `,"delta":`...)
+		d = appendJSONString(d, input)
+		if input != "" {
+			out = e.event(out, "response.custom_tool_call_input.delta", d)
+		}
+		d = append(d[:prefix:prefix], `,"input":`...)
+		d = appendJSONString(d, input)
+		out = e.event(out, "response.custom_tool_call_input.done", d)
+	case o.part == PartToolCall:
 		d := make([]byte, 0, 96+len(text))
 		d = append(d, `"item_id":`...)
 		d = appendJSONString(d, o.itemID)
@@ -348,7 +405,8 @@ func (e *responsesEncoder) stopItem(out []Event, idx int) []Event {
 		d = append(d, `,"arguments":`...)
 		d = appendJSONString(d, text)
 		out = e.event(out, "response.function_call_arguments.done", d)
-	case PartThinking:
+	case o.part == PartThinking && o.redacted != "":
+	case o.part == PartThinking:
 		t := appendJSONString(nil, text)
 		out = e.event(out, "response.reasoning_summary_text.done", e.partBody(o, "summary_index", `"text":`+string(t)))
 		out = e.event(out, "response.reasoning_summary_part.done", e.partBody(o, "summary_index", `"part":{"type":"summary_text","text":`+string(t)+`}`))

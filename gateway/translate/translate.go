@@ -27,8 +27,23 @@ func DecodeRequest(p Protocol, body []byte) (*Request, error) {
 	return nil, fmt.Errorf("translate: unknown protocol %q", p)
 }
 
-// EncodeRequest renders r as a request body of protocol p for model.
+// EncodeRequest renders r as a request body of protocol p for model. It
+// rewrites r's tools and tool calls as TranslateRequest does (see
+// prepareTools).
 func EncodeRequest(p Protocol, r *Request, model string) ([]byte, error) {
+	out, _, err := encodeRequest(p, r, model)
+	return out, err
+}
+
+// encodeRequest is EncodeRequest that also returns the map of the tool
+// names it gave the upstream.
+func encodeRequest(p Protocol, r *Request, model string) ([]byte, *ToolMap, error) {
+	tools := prepareTools(r)
+	out, err := encodeRequestBody(p, r, model)
+	return out, tools, err
+}
+
+func encodeRequestBody(p Protocol, r *Request, model string) ([]byte, error) {
 	switch p {
 	case Messages:
 		return encodeMessagesRequest(r, model)
@@ -65,13 +80,19 @@ func DecodeResponse(p Protocol, body []byte) (*Response, error) {
 // EncodeResponse renders r as a complete response body of protocol p. IDs
 // get the protocol's prefix (msg_, chatcmpl-, resp_) when r.ID lacks it.
 func EncodeResponse(p Protocol, r *Response) ([]byte, error) {
+	return encodeResponse(p, r, "")
+}
+
+// encodeResponse is EncodeResponse for an answer of upstream protocol
+// from, whose thinking signatures a responses client carries back.
+func encodeResponse(p Protocol, r *Response, from Protocol) ([]byte, error) {
 	switch p {
 	case Messages:
 		return encodeMessagesResponse(r)
 	case ChatCompletions:
 		return encodeChatResponse(r)
 	case Responses:
-		return encodeResponsesResponse(r)
+		return encodeResponsesResponse(r, from)
 	case Gemini, Bedrock:
 		return nil, errUpstreamOnly
 	}
@@ -101,24 +122,34 @@ func ResponseUsage(p Protocol, body []byte) (Usage, bool) {
 // TranslateRequest converts a client request body of protocol from into a
 // body of protocol to for upstreamModel. When from == to only the model field
 // is rewritten and every other byte is kept.
-func TranslateRequest(from, to Protocol, body []byte, upstreamModel string) ([]byte, error) {
+//
+// It fails only when the body cannot be read as protocol from at all (see
+// DecodeRequest); fields, roles, blocks and tools it has no equivalent for
+// are mapped or dropped by the rules of docs/protocol-mapping.md. The
+// ToolMap, for TranslateResponse and StreamOptions, maps the tool names the
+// upstream was given back to the client's; it is nil when the names were
+// sent as they were and no tool is freeform (always for from == to).
+func TranslateRequest(from, to Protocol, body []byte, upstreamModel string) ([]byte, *ToolMap, error) {
 	if from == to {
-		return SetModel(body, upstreamModel)
+		out, err := SetModel(body, upstreamModel)
+		return out, nil, err
 	}
 	r, err := DecodeRequest(from, body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if upstreamModel == "" {
 		upstreamModel = r.Model
 	}
-	return EncodeRequest(to, r, upstreamModel)
+	return encodeRequest(to, r, upstreamModel)
 }
 
 // TranslateResponse converts a complete upstream response of protocol from
 // into protocol to, with clientModel as its model, and returns its usage.
-// When from == to the body is kept except for the model field.
-func TranslateResponse(from, to Protocol, body []byte, clientModel string) ([]byte, Usage, error) {
+// tools is the request's ToolMap (TranslateRequest): the upstream's calls
+// of renamed or freeform tools become calls of the client's tools. When
+// from == to the body is kept except for the model field.
+func TranslateResponse(from, to Protocol, body []byte, clientModel string, tools *ToolMap) ([]byte, Usage, error) {
 	if from == to {
 		u, _ := ResponseUsage(from, body)
 		out, err := SetModel(body, clientModel)
@@ -131,7 +162,10 @@ func TranslateResponse(from, to Protocol, body []byte, clientModel string) ([]by
 	if clientModel != "" {
 		r.Model = clientModel
 	}
-	out, err := EncodeResponse(to, r)
+	for i := range r.Parts {
+		tools.restorePart(&r.Parts[i])
+	}
+	out, err := encodeResponse(to, r, from)
 	return out, r.Usage.nonNegative(), err
 }
 
@@ -201,6 +235,10 @@ type StreamOptions struct {
 	// chat-completions too, the usage chunk the gateway requested for its
 	// own accounting is dropped from the client stream.
 	IncludeUsage bool
+	// Tools is the request's ToolMap (TranslateRequest): the upstream's
+	// calls of renamed or freeform tools become calls of the client's
+	// tools.
+	Tools *ToolMap
 }
 
 // StreamTranslator turns an upstream SSE stream of one protocol into the
@@ -234,7 +272,13 @@ func NewStreamTranslator(from, to Protocol, clientModel string, opts StreamOptio
 	t := &StreamTranslator{from: from, to: to, model: clientModel, opts: opts}
 	if from != to {
 		t.dec = newStreamDecoder(from)
-		t.enc = NewStreamEncoder(to, clientModel, opts.IncludeUsage)
+		if to == Responses {
+			enc := newResponsesEncoder(clientModel)
+			enc.signer = from
+			t.enc = encoderFunc(enc.encode)
+		} else {
+			t.enc = NewStreamEncoder(to, clientModel, opts.IncludeUsage)
+		}
 	}
 	return t
 }
@@ -274,6 +318,12 @@ func (t *StreamTranslator) encode() []Event {
 		case EvDelta:
 			t.deltaBytes += int64(len(ev.Text))
 			t.deltaChunks++
+		case EvBlockStart:
+			if ev.Part == PartToolCall && t.opts.Tools != nil {
+				if o, ok := t.opts.Tools.origin(ev.Name); ok {
+					ev.Name, ev.Namespace, ev.Custom = o.name, o.namespace, o.custom
+				}
+			}
 		case EvStart:
 			t.usage = ev.Usage
 		case EvFinish:

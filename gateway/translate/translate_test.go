@@ -224,7 +224,7 @@ func TestMessagesStreamFollowsContract(t *testing.T) {
 
 func TestChatStreamUsageChunkOnlyWhenAsked(t *testing.T) {
 	g := NewWithT(t)
-	evs, _ := collect(t, Messages, ChatCompletions, messagesStream, StreamOptions{IncludeUsage: false})
+	evs, _ := collect(t, Messages, ChatCompletions, fixtureMessagesStream, StreamOptions{IncludeUsage: false})
 	g.Expect(evs[len(evs)-1].IsDone()).To(BeTrue())
 	g.Expect(string(evs[len(evs)-2].Data)).To(ContainSubstring(`"finish_reason":"tool_calls"`))
 	for _, e := range evs {
@@ -233,7 +233,7 @@ func TestChatStreamUsageChunkOnlyWhenAsked(t *testing.T) {
 }
 
 func TestTruncatedUpstreamStreamEndsWithError(t *testing.T) {
-	cut := chatStream[:strings.Index(chatStream, `"finish_reason":"tool_calls"`)]
+	cut := fixtureChatStream[:strings.Index(fixtureChatStream, `"finish_reason":"tool_calls"`)]
 	cut = cut[:strings.LastIndex(cut, "\n\n")+2]
 	for _, to := range []Protocol{Messages, Responses, ChatCompletions} {
 		t.Run(string(to), func(t *testing.T) {
@@ -241,7 +241,7 @@ func TestTruncatedUpstreamStreamEndsWithError(t *testing.T) {
 			from := ChatCompletions
 			if to == ChatCompletions {
 				from = Messages
-				cut = messagesStream[:strings.Index(messagesStream, "event: message_delta")]
+				cut = fixtureMessagesStream[:strings.Index(fixtureMessagesStream, "event: message_delta")]
 			}
 			evs, tr := collect(t, from, to, cut, StreamOptions{})
 			g.Expect(tr.Done()).To(BeTrue())
@@ -263,7 +263,7 @@ func TestPassThroughStreams(t *testing.T) {
 	t.Run("messages", func(t *testing.T) {
 		g := NewWithT(t)
 		tr := NewStreamTranslator(Messages, Messages, "client-model", StreamOptions{})
-		rd := NewSSEReader(strings.NewReader(messagesStream))
+		rd := NewSSEReader(strings.NewReader(fixtureMessagesStream))
 		var n int
 		for {
 			ev, err := rd.Next()
@@ -288,7 +288,7 @@ func TestPassThroughStreams(t *testing.T) {
 	})
 	t.Run("chat drops the usage chunk the gateway asked for", func(t *testing.T) {
 		g := NewWithT(t)
-		evs, tr := collect(t, ChatCompletions, ChatCompletions, chatStream, StreamOptions{IncludeUsage: false})
+		evs, tr := collect(t, ChatCompletions, ChatCompletions, fixtureChatStream, StreamOptions{IncludeUsage: false})
 		g.Expect(evs).To(HaveLen(8))
 		g.Expect(evs[7].IsDone()).To(BeTrue())
 		for _, e := range evs[:7] {
@@ -297,12 +297,12 @@ func TestPassThroughStreams(t *testing.T) {
 		}
 		g.Expect(tr.Usage()).To(Equal(Usage{InputTokens: 120, OutputTokens: 42, CacheReadTokens: ptr(int64(300)), ReportedTotalTokens: ptr(int64(462)), ReasoningTokens: 10}))
 
-		evs, _ = collect(t, ChatCompletions, ChatCompletions, chatStream, StreamOptions{IncludeUsage: true})
+		evs, _ = collect(t, ChatCompletions, ChatCompletions, fixtureChatStream, StreamOptions{IncludeUsage: true})
 		g.Expect(evs).To(HaveLen(9))
 	})
 	t.Run("responses", func(t *testing.T) {
 		g := NewWithT(t)
-		evs, tr := collect(t, Responses, Responses, responsesStream, StreamOptions{})
+		evs, tr := collect(t, Responses, Responses, fixtureResponsesStream, StreamOptions{})
 		g.Expect(evs).To(HaveLen(15))
 		m, _ := FieldString(evs[14].Data, "response", "model")
 		g.Expect(m).To(Equal("client-model"))
@@ -355,7 +355,7 @@ func TestStopReasonMapping(t *testing.T) {
 			s, _ := FieldString(mb, "stop_reason")
 			g.Expect(s).To(Equal(w.messages))
 			cb, _ := EncodeResponse(ChatCompletions, r)
-			var c cResp
+			var c chatResponse
 			g.Expect(json.Unmarshal(cb, &c)).To(Succeed())
 			g.Expect(*c.Choices[0].FinishReason).To(Equal(w.chat))
 			rb, _ := EncodeResponse(Responses, r)
@@ -385,14 +385,14 @@ func TestStopReasonMapping(t *testing.T) {
 func TestToolCallRoundTrip(t *testing.T) {
 	// A messages conversation with a tool call and its result survives
 	// messages → X → messages for both OpenAI protocols.
-	orig, err := DecodeRequest(Messages, []byte(messagesRequest))
+	orig, err := DecodeRequest(Messages, []byte(fixtureMessagesRequest))
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	for _, via := range []Protocol{ChatCompletions, Responses} {
 		t.Run(string(via), func(t *testing.T) {
 			g := NewWithT(t)
-			mid, err := TranslateRequest(Messages, via, []byte(messagesRequest), "m")
+			mid, _, err := TranslateRequest(Messages, via, []byte(fixtureMessagesRequest), "m")
 			g.Expect(err).NotTo(HaveOccurred())
-			back, err := TranslateRequest(via, Messages, mid, "m")
+			back, _, err := TranslateRequest(via, Messages, mid, "m")
 			g.Expect(err).NotTo(HaveOccurred())
 			got, err := DecodeRequest(Messages, back)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -407,30 +407,30 @@ func TestToolCallRoundTrip(t *testing.T) {
 func TestRequestParameters(t *testing.T) {
 	g := NewWithT(t)
 	// max tokens: chat max_tokens (legacy) is read; messages needs a value.
-	out, err := TranslateRequest(ChatCompletions, Messages, []byte(`{"model":"a","max_tokens":77,"temperature":1.7,"stop":"X","messages":[{"role":"developer","content":"D"},{"role":"user","content":"hi"}]}`), "b")
+	out, _, err := TranslateRequest(ChatCompletions, Messages, []byte(`{"model":"a","max_tokens":77,"temperature":1.7,"stop":"X","messages":[{"role":"developer","content":"D"},{"role":"user","content":"hi"}]}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_tokens":77,"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],"model":"b","stop_sequences":["X"],"system":"D","temperature":1}`))
 
-	out, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","stream":true}`), "b")
+	out, _, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","stream":true}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(fmt.Sprintf(`{"max_tokens":%d,"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],"model":"b","stream":true}`, DefaultMaxTokens)))
 
 	// A stream to chat asks for the usage chunk.
-	out, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`), "b")
+	out, _, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_completion_tokens":10,"messages":[{"content":"hi","role":"user"}],"model":"b","stream":true,"stream_options":{"include_usage":true}}`))
 
 	// Reasoning effort ↔ thinking budget.
-	out, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","max_output_tokens":20000,"reasoning":{"effort":"high"},"temperature":0.3}`), "b")
+	out, _, err = TranslateRequest(Responses, Messages, []byte(`{"model":"a","input":"hi","max_output_tokens":20000,"reasoning":{"effort":"high"},"temperature":0.3}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_tokens":20000,"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],"model":"b","thinking":{"budget_tokens":16384,"type":"enabled"}}`))
-	out, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":9000,"thinking":{"type":"enabled","budget_tokens":4000},"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"any"},"tools":[{"name":"f","input_schema":{"type":"object"}}]}`), "b")
+	out, _, err = TranslateRequest(Messages, ChatCompletions, []byte(`{"model":"a","max_tokens":9000,"thinking":{"type":"enabled","budget_tokens":4000},"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"any"},"tools":[{"name":"f","input_schema":{"type":"object"}}]}`), "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(normalize(out)).To(Equal(`{"max_completion_tokens":9000,"messages":[{"content":"hi","role":"user"}],"model":"b","reasoning_effort":"medium","tool_choice":"required","tools":[{"function":{"name":"f","parameters":{"type":"object"}},"type":"function"}]}`))
 
 	// Same protocol: only the model changes, byte for byte.
 	body := []byte("{\"model\" : \"a\",\n \"z\":1, \"messages\":[{\"role\":\"user\",\"content\":\"\\u00e9\"}]}")
-	out, err = TranslateRequest(Messages, Messages, body, "b")
+	out, _, err = TranslateRequest(Messages, Messages, body, "b")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(out)).To(Equal(strings.Replace(string(body), `"a"`, `"b"`, 1)))
 }
@@ -526,7 +526,7 @@ func TestMessagesUpstreamEdgeCases(t *testing.T) {
 }
 
 func FuzzSetModel(f *testing.F) {
-	for _, s := range []string{`{}`, `{"model":"a"}`, ` { "x" : [1,{"model":2}], "model" : null } `, messagesRequest, chatRequest, responsesRequest, `{"a":"\"}"}`} {
+	for _, s := range []string{`{}`, `{"model":"a"}`, ` { "x" : [1,{"model":2}], "model" : null } `, fixtureMessagesRequest, fixtureChatRequest, fixtureResponsesRequest, `{"a":"\"}"}`} {
 		f.Add([]byte(s), "new/model")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, model string) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/modelgate/modelgate/gateway/translate"
 )
 
 // FuzzStreamFromBody: a complete upstream answer of any shape, replayed as a
@@ -31,7 +33,7 @@ func FuzzStreamFromBody(f *testing.F) {
 		if u.InputTokens < 0 || u.OutputTokens < 0 {
 			t.Fatalf("negative estimate %+v", u)
 		}
-		s, err := streamFromBody(raw, up, client, "m", true, nil)
+		s, err := streamFromBody(raw, up, client, "m", translate.StreamOptions{IncludeUsage: true}, nil)
 		if err != nil {
 			return
 		}

@@ -75,7 +75,7 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 		includeUsage = string(raw) == "true"
 	}
 
-	body, err := upstreamBody(client, up, req, b.UpstreamModel, includeUsage)
+	body, tools, err := upstreamBody(client, up, req, b.UpstreamModel, includeUsage)
 	if err != nil {
 		return nil, textError(http.StatusBadRequest, false, err.Error(), err)
 	}
@@ -126,7 +126,7 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 
 	res := &Result{Upstream: up, Translated: up != client, cancel: cancel}
 	if req.Stream && isEventStream(resp) {
-		s := newStream(resp.Body, up, client, clientModel, includeUsage, cancel)
+		s := newStream(resp.Body, up, client, clientModel, translate.StreamOptions{IncludeUsage: includeUsage, Tools: tools}, cancel)
 		// Read the first event now, still under the timeout: an upstream
 		// that fails right away (an error event before any content) can
 		// still be retried.
@@ -155,7 +155,7 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 	if req.Stream {
 		// The upstream answered a stream request with a complete body:
 		// replay it as a stream of the client's protocol.
-		s, err := streamFromBody(raw, up, client, clientModel, includeUsage, cancel)
+		s, err := streamFromBody(raw, up, client, clientModel, translate.StreamOptions{IncludeUsage: includeUsage, Tools: tools}, cancel)
 		if err != nil {
 			return fail(textError(http.StatusBadGateway, true, "upstream sent an unreadable response", err))
 		}
@@ -167,7 +167,7 @@ func Invoke(ctx context.Context, p TextProvider, b Backend, req Request) (*Resul
 		res.Body, err = translate.SetModel(raw, clientModel)
 	} else {
 		_, res.UsageReported = translate.ResponseUsage(up, raw)
-		res.Body, res.Usage, err = translate.TranslateResponse(up, client, raw, clientModel)
+		res.Body, res.Usage, err = translate.TranslateResponse(up, client, raw, clientModel, tools)
 	}
 	if err != nil {
 		return fail(textError(http.StatusBadGateway, true, "upstream sent an unreadable response", err))
@@ -209,14 +209,21 @@ func transportErrOr(err error, f func(error) error) error {
 }
 
 // upstreamBody is the body sent upstream: the client's bytes with the model
-// rewritten, or a translation.
-func upstreamBody(client, up Protocol, req Request, upstreamModel string, includeUsage bool) ([]byte, error) {
+// rewritten, or a translation (with the map of the tool names it gave the
+// upstream, which the answer's translation needs).
+func upstreamBody(client, up Protocol, req Request, upstreamModel string, includeUsage bool) ([]byte, *translate.ToolMap, error) {
 	if client != up {
 		if err := samplingError(client, req.Body); err != nil {
 			return nil, err
 		}
 		return translate.TranslateRequest(client, up, req.Body, upstreamModel)
 	}
+	body, err := passThroughBody(up, req, upstreamModel, includeUsage)
+	return body, nil, err
+}
+
+// passThroughBody is the client's bytes with the model rewritten.
+func passThroughBody(up Protocol, req Request, upstreamModel string, includeUsage bool) ([]byte, error) {
 	body, err := translate.SetModel(req.Body, upstreamModel)
 	if err != nil {
 		return nil, err
@@ -254,11 +261,11 @@ type Stream struct {
 	closed     atomic.Bool
 }
 
-func newStream(body io.ReadCloser, up, client Protocol, model string, includeUsage bool, cancel context.CancelFunc) *Stream {
+func newStream(body io.ReadCloser, up, client Protocol, model string, opts translate.StreamOptions, cancel context.CancelFunc) *Stream {
 	return &Stream{
 		body:   body,
 		rd:     translate.NewSSEReader(body),
-		tr:     translate.NewStreamTranslator(up, client, model, translate.StreamOptions{IncludeUsage: includeUsage}),
+		tr:     translate.NewStreamTranslator(up, client, model, opts),
 		cancel: cancel,
 	}
 }
@@ -399,7 +406,7 @@ func (s *Stream) Close() error {
 }
 
 // streamFromBody turns a complete upstream answer into a client stream.
-func streamFromBody(raw []byte, up, client Protocol, model string, includeUsage bool, cancel context.CancelFunc) (*Stream, error) {
+func streamFromBody(raw []byte, up, client Protocol, model string, opts translate.StreamOptions, cancel context.CancelFunc) (*Stream, error) {
 	r, err := translate.DecodeResponse(up, raw)
 	if err != nil {
 		return nil, err
@@ -417,6 +424,6 @@ func streamFromBody(raw []byte, up, client Protocol, model string, includeUsage 
 	for _, ev := range evs {
 		buf.Write(ev.AppendSSE(nil))
 	}
-	s := newStream(io.NopCloser(&buf), up, client, model, includeUsage, cancel)
+	s := newStream(io.NopCloser(&buf), up, client, model, opts, cancel)
 	return s, nil
 }
