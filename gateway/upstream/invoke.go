@@ -214,7 +214,7 @@ func transportErrOr(err error, f func(error) error) error {
 func upstreamBody(client, up Protocol, req Request, upstreamModel string, includeUsage bool) ([]byte, *translate.ToolMap, error) {
 	if client != up {
 		if err := samplingError(client, req.Body); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		return translate.TranslateRequest(client, up, req.Body, upstreamModel)
 	}
