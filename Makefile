@@ -59,8 +59,8 @@ build: ## Build bin/modelgate.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/modelgate .
 
 .PHONY: test
-test: envtest lint ## Lint, then run every test: unit, envtest suites, end to end (the gateway's packages under the race detector), each fuzz target briefly. Leaves generated files alone (see verify).
-	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v '/gateway/')
+test: envtest agents lint ## Lint, then run every test: unit, envtest suites, end to end with the real coding agents (the gateway's packages under the race detector), each fuzz target briefly. Leaves generated files alone (see verify).
+	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" MODELGATE_AGENTS_DIR="$$(hack/tools.sh agents-dir)" go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v '/gateway/')
 	@$(MAKE) --no-print-directory test-race
 	@$(MAKE) --no-print-directory fuzz
 
@@ -90,6 +90,10 @@ golangci-lint: ## Install golangci-lint.
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd from the Go module proxy (once; cached).
 	@hack/tools.sh envtest >/dev/null
+
+.PHONY: agents
+agents: ## Install Claude Code and the Codex CLI from npm (pinned) for the end-to-end suite.
+	@hack/tools.sh agents >/dev/null
 
 .PHONY: helm
 helm: ## Install helm.
