@@ -6,10 +6,12 @@ import (
 	"net/http"
 )
 
-// checkAnthropic enforces what the Messages API rejects: the route, the
-// credential, the version header and the required body fields.
+// checkAnthropic enforces what the Messages API (and its token count)
+// rejects: the route, the credential, the version header and the required
+// body fields.
 func (s *Server) checkAnthropic(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+	count := r.URL.Path == "/v1/messages/count_tokens"
+	if r.Method != http.MethodPost || (r.URL.Path != "/v1/messages" && !count) {
 		s.writeError(w, http.StatusNotFound, "not_found_error", "Not Found")
 		return false
 	}
@@ -25,14 +27,19 @@ func (s *Server) checkAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
 		return false
 	}
-	if msg := validateMessages(body); msg != "" {
+	if msg := validateMessagesBody(body, !count); msg != "" {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return false
 	}
 	return true
 }
 
-func validateMessages(body []byte) string {
+// validateMessages checks a Messages request that generates.
+func validateMessages(body []byte) string { return validateMessagesBody(body, true) }
+
+// validateMessagesBody checks a Messages request; max_tokens is required
+// of one that generates, not of a token count.
+func validateMessagesBody(body []byte, generates bool) string {
 	var req struct {
 		Model     *string `json:"model"`
 		MaxTokens *int64  `json:"max_tokens"`
@@ -52,7 +59,7 @@ func validateMessages(body []byte) string {
 	switch {
 	case req.Model == nil || *req.Model == "":
 		return "model: Field required"
-	case req.MaxTokens == nil:
+	case req.MaxTokens == nil && generates:
 		return "max_tokens: Field required"
 	case len(req.Messages) == 0:
 		return "messages: Field required"
