@@ -130,7 +130,7 @@ func (c *CountTokens) count(ctx context.Context, plan []routing.Candidate, body 
 			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
 			continue
 		}
-		actx, attempt := startAttempt(ctx, *cand, backend.UpstreamModel, attempts)
+		actx, attempt := startAttempt(ctx, telemetry.OperationCountTokens, *cand, backend.UpstreamModel, attempts)
 		upstreamAttempts(cand.Backend.Name).Inc()
 		n, err := upstream.CountTokens(actx, counter, backend, body, h, query)
 		if err == nil {
