@@ -2,7 +2,8 @@
 // the same way for text and media: the key's model allow-list, the route and
 // its family and endpoint types, the request's own checks, a backend for the
 // key's group, the request and token limits of the key and of its tenant,
-// the price, the estimate and the reservation. A refusal is an *Error with a
+// the price, the estimate and the reservation. An unbilled request (a token
+// count) stops after the limits. A refusal is an *Error with a
 // Reason; each protocol family renders it in its own error shape.
 package admission
 
@@ -68,8 +69,13 @@ type Request struct {
 	// tokens are counted at settlement; a task has no token count at
 	// admission).
 	CountsTokens bool
-	Subject      Subject
-	Reserver     Reserver
+	// Unbilled admits a request the gateway never bills (a token count):
+	// every step up to the request limits, which it consumes as any other
+	// request does, and neither price, estimate nor reservation. Subject
+	// may be nil then (no checks of its own), and Reserver is not used.
+	Unbilled bool
+	Subject  Subject
+	Reserver Reserver
 }
 
 // Admission is an admitted request.
@@ -116,9 +122,11 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 	if eps := route.Spec.EndpointTypes; req.Endpoint != "" && len(eps) > 0 && !slices.Contains(eps, req.Endpoint) {
 		return ad, Refuse(UnsupportedEndpoint, fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, req.Endpoint))
 	}
-	if done, e := req.Subject.Check(ctx, route); e != nil || done {
-		ad.Done = done
-		return ad, e
+	if req.Subject != nil {
+		if done, e := req.Subject.Check(ctx, route); e != nil || done {
+			ad.Done = done
+			return ad, e
+		}
 	}
 	ad.Route, ad.Plan = route, a.Routes.Plan(route, p.Groups())
 	if len(ad.Plan) == 0 {
@@ -131,6 +139,9 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 		return ad, e
 	}
 	ad.Accepted = a.Clock.Now()
+	if req.Unbilled {
+		return ad, nil
+	}
 	ad.Rule, err = a.Prices(p.Tenant.Namespace, req.Model, ad.Plan[0].Group, req.Subject.Facts())
 	switch {
 	case errors.Is(err, pricing.ErrNoPrice):

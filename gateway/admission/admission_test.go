@@ -247,6 +247,32 @@ func TestAdmitReservesTheEstimate(t *testing.T) {
 	}
 }
 
+// A token count is limited like any request and never priced or reserved:
+// a missing price or an empty balance does not refuse it.
+func TestAdmitUnbilledStopsAfterTheLimits(t *testing.T) {
+	f := newFixture()
+	f.req.Unbilled, f.req.CountsTokens, f.req.Subject, f.req.Reserver = true, false, nil, nil
+	f.priceErr = pricing.ErrNoPrice
+	f.limits.tokens[tokenKey] = time.Second // token limits are not asked
+	ad, e := f.admit()
+	if e != nil {
+		t.Fatalf("refused: %+v", e)
+	}
+	if ad.Route == nil || len(ad.Plan) != 1 || ad.Rule != nil || ad.Hold != nil || ad.Estimate != 0 || len(f.priced) != 0 {
+		t.Fatalf("admission = %+v, priced %v; want route and plan, nothing priced or held", ad, f.priced)
+	}
+
+	f.limits.requests[tokenKey] = time.Second
+	if _, e := f.admit(); e == nil || e.Reason != RateLimited {
+		t.Fatalf("refusal = %+v; want the key's request limit", e)
+	}
+	f = newFixture()
+	f.req.Unbilled, f.req.Subject, f.req.Model = true, nil, "nope"
+	if _, e := f.admit(); e == nil || e.Reason != ModelNotFound {
+		t.Fatalf("refusal = %+v; want model not found", e)
+	}
+}
+
 func TestDirectReservesWithoutHold(t *testing.T) {
 	var got billing.Quota
 	d := Direct{Ledger: ledgerFunc(func(q billing.Quota) error { got = q; return nil })}

@@ -117,6 +117,9 @@ func Register(mux Mux, d *Deps) {
 		mux.Handle("POST "+t.p.path, instrument(string(t.p.endpoint), telemetry.OperationChat, textIDHeaders,
 			authenticated(keys, t.p.allowXAPIKey, t.authFail, t.serveHTTP)))
 	}
+	count := &CountTokens{&Text{d, messagesProtocol()}}
+	mux.Handle("POST "+countTokensPath, instrument(countTokensEndpoint, telemetry.OperationCountTokens, textIDHeaders,
+		authenticated(keys, true, count.authFail, count.serveHTTP)))
 
 	models := &Models{d}
 	// x-api-key too: Anthropic's SDKs and Claude Code list models with it.

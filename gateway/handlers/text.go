@@ -342,7 +342,7 @@ func (t *Text) invoke(p *auth.Principal, c *textCall) (*upstream.Result, *routin
 		if c.req.Stream {
 			uctx = context.WithoutCancel(ctx)
 		}
-		uctx, attempt := startAttempt(uctx, *cand, backend.UpstreamModel, i+1)
+		uctx, attempt := startAttempt(uctx, telemetry.OperationChat, *cand, backend.UpstreamModel, i+1)
 		upstreamAttempts(cand.Backend.Name).Inc()
 		res, err := upstream.Invoke(uctx, prov, backend, upstream.Request{
 			Protocol: t.p.proto, Body: c.body, Stream: c.req.Stream, Header: c.header, Query: c.query, Model: c.req.Model,

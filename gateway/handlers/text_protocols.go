@@ -97,11 +97,6 @@ func (f fields) value(name string) (json.RawMessage, bool) {
 	return v, v != nil && !bytes.Equal(v, []byte("null"))
 }
 
-func (f fields) has(name string) bool {
-	_, ok := f.value(name)
-	return ok
-}
-
 // plainString reads a JSON string without escapes or non-ASCII bytes, the
 // common case, which needs no decoder; ok is false for anything else.
 func plainString(v []byte) (string, bool) {

@@ -95,14 +95,14 @@ func endAdmission(span trace.Span, refused *admission.Error, c *textCall) {
 	span.End()
 }
 
-// startAttempt starts the client span of one upstream attempt, named after
-// the model asked of the upstream. The upstream request inherits it from
-// the context: telemetry.Transport sends its traceparent.
-func startAttempt(ctx context.Context, cand routing.Candidate, upstreamModel string, n int) (context.Context, trace.Span) {
-	ctx, span := telemetry.Start(ctx, telemetry.OperationChat, trace.SpanKindClient)
+// startAttempt starts the client span of one upstream attempt of operation
+// op, named after the model asked of the upstream. The upstream request
+// inherits it from the context: telemetry.Transport sends its traceparent.
+func startAttempt(ctx context.Context, op string, cand routing.Candidate, upstreamModel string, n int) (context.Context, trace.Span) {
+	ctx, span := telemetry.Start(ctx, op, trace.SpanKindClient)
 	if span.IsRecording() {
-		span.SetName(telemetry.OperationChat + " " + upstreamModel)
-		span.SetAttributes(telemetry.OperationName.String(telemetry.OperationChat),
+		span.SetName(op + " " + upstreamModel)
+		span.SetAttributes(telemetry.OperationName.String(op),
 			telemetry.ProviderName.String(cand.Backend.Provider), telemetry.RequestModel.String(upstreamModel),
 			telemetry.Backend.String(cand.Backend.Name), telemetry.Attempt.Int(n))
 	}

@@ -7,10 +7,12 @@ import (
 
 // GenAI operation names (gen_ai.operation.name) of the gateway's endpoints:
 // the three text protocols are chat, image and video submissions are
-// content generation.
+// content generation, and a token count (which the conventions do not
+// name) is count_tokens.
 const (
 	OperationChat            = "chat"
 	OperationGenerateContent = "generate_content"
+	OperationCountTokens     = "count_tokens"
 )
 
 // Attribute keys of the GenAI semantic conventions (semconv 1.40) and the

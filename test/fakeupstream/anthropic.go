@@ -7,10 +7,12 @@ import (
 	"strings"
 )
 
-// checkAnthropic enforces what the Messages API rejects: the route, the
-// credential, the version header and the required body fields.
+// checkAnthropic enforces what the Messages API (and its token count)
+// rejects: the route, the credential, the version header and the required
+// body fields.
 func (s *Server) checkAnthropic(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+	count := r.URL.Path == "/v1/messages/count_tokens"
+	if r.Method != http.MethodPost || (r.URL.Path != "/v1/messages" && !count) {
 		s.writeError(w, http.StatusNotFound, "not_found_error", "Not Found")
 		return false
 	}
@@ -26,17 +28,22 @@ func (s *Server) checkAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
 		return false
 	}
-	if msg := validateMessages(body, betaHas(r.Header, "per-turn-control")); msg != "" {
+	if msg := validateMessagesBody(body, !count, betaHas(r.Header, "per-turn-control")); msg != "" {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return false
 	}
 	return true
 }
 
-// validateMessages checks what the Messages API refuses; systemRole: the
-// request enabled system messages inside messages (a per-turn-control
+// validateMessages checks a Messages request that generates, without the
+// betas that allow more.
+func validateMessages(body []byte) string { return validateMessagesBody(body, true, false) }
+
+// validateMessagesBody checks what the Messages API refuses: max_tokens is
+// required of a request that generates, not of a token count; systemRole:
+// the request enabled system messages inside messages (a per-turn-control
 // beta, which Claude Code sends).
-func validateMessages(body []byte, systemRole bool) string {
+func validateMessagesBody(body []byte, generates, systemRole bool) string {
 	var req struct {
 		Model     *string `json:"model"`
 		MaxTokens *int64  `json:"max_tokens"`
@@ -56,7 +63,7 @@ func validateMessages(body []byte, systemRole bool) string {
 	switch {
 	case req.Model == nil || *req.Model == "":
 		return "model: Field required"
-	case req.MaxTokens == nil:
+	case req.MaxTokens == nil && generates:
 		return "max_tokens: Field required"
 	case len(req.Messages) == 0:
 		return "messages: Field required"

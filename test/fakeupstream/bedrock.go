@@ -105,10 +105,11 @@ func bedrockException(status int) (string, string) {
 	return "InternalServerException", "An internal server error occurred."
 }
 
-// checkBedrock enforces the route, the signature and a valid Converse body.
+// checkBedrock enforces the route, the signature and a valid Converse (or
+// CountTokens) body.
 func (s *Server) checkBedrock(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	_, method, ok := bedrockPath(r)
-	if r.Method != http.MethodPost || !ok || (method != "converse" && method != "converse-stream") {
+	if r.Method != http.MethodPost || !ok || (method != "converse" && method != "converse-stream" && method != "count-tokens") {
 		writeBedrockError(w, http.StatusNotFound, "UnknownOperationException", "")
 		return false
 	}
@@ -116,7 +117,11 @@ func (s *Server) checkBedrock(w http.ResponseWriter, r *http.Request, body []byt
 		writeBedrockError(w, http.StatusForbidden, exc, msg)
 		return false
 	}
-	if msg := validateConverse(body); msg != "" {
+	validate := validateConverse
+	if method == "count-tokens" {
+		validate = validateBedrockCount
+	}
+	if msg := validate(body); msg != "" {
 		writeBedrockError(w, http.StatusBadRequest, "ValidationException", msg)
 		return false
 	}

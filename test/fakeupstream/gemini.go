@@ -68,11 +68,11 @@ func geminiError(code int, msg, retryDelay string) map[string]any {
 }
 
 // checkGemini enforces what the API rejects: the route, the key, and a
-// body that is a valid GenerateContentRequest (unknown fields are an
-// INVALID_ARGUMENT, as for every Google JSON API).
+// body that is a valid GenerateContentRequest, or CountTokensRequest
+// (unknown fields are an INVALID_ARGUMENT, as for every Google JSON API).
 func (s *Server) checkGemini(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	_, method, ok := geminiPath(r.URL.Path)
-	if r.Method != http.MethodPost || !ok || (method != "generateContent" && method != "streamGenerateContent") {
+	model, method, ok := geminiPath(r.URL.Path)
+	if r.Method != http.MethodPost || !ok || (method != "generateContent" && method != "streamGenerateContent" && method != "countTokens") {
 		writeJSON(w, http.StatusNotFound, geminiError(404, "Not Found", ""))
 		return false
 	}
@@ -88,7 +88,11 @@ func (s *Server) checkGemini(w http.ResponseWriter, r *http.Request, body []byte
 		writeJSON(w, http.StatusBadRequest, geminiError(400, "API key not valid. Please pass a valid API key.", ""))
 		return false
 	}
-	if msg := validateGemini(body); msg != "" {
+	validate := validateGemini
+	if method == "countTokens" {
+		validate = func(body []byte) string { return validateGeminiCount(body, model) }
+	}
+	if msg := validate(body); msg != "" {
 		writeJSON(w, http.StatusBadRequest, geminiError(400, msg, ""))
 		return false
 	}

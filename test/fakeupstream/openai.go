@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// checkOpenAI enforces what the OpenAI API rejects: the route, the bearer
+// checkOpenAI enforces what the OpenAI API rejects: the route (chat
+// completions, responses and the responses input token count), the bearer
 // credential and the required body fields.
 func (s *Server) checkOpenAI(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Method != http.MethodPost || (r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/v1/responses") {
+	if r.Method != http.MethodPost || (r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/v1/responses" && r.URL.Path != "/v1/responses/input_tokens") {
 		s.writeError(w, http.StatusNotFound, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
 		return false
 	}
@@ -24,11 +25,18 @@ func (s *Server) checkOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 		s.writeOpenAIAuthError(w, "Incorrect API key provided.")
 		return false
 	}
-	var msg string
-	if r.URL.Path == "/v1/responses" {
+	var msg, code string
+	switch r.URL.Path {
+	case "/v1/responses":
 		msg = validateResponses(body)
-	} else {
+	case "/v1/responses/input_tokens":
+		msg, code = validateOpenAICount(body)
+	default:
 		msg = validateChat(body, true)
+	}
+	if msg != "" && code != "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": code}})
+		return false
 	}
 	if msg != "" {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", msg)

@@ -162,7 +162,7 @@ func (s *Server) wire(r *http.Request) kind {
 // token, the project, and the publisher's body.
 func (s *Server) checkVertex(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	rt, ok := vertexPath(r.URL.Path)
-	methods := map[string][]string{"google": {"generateContent", "streamGenerateContent"}, "anthropic": {"rawPredict", "streamRawPredict"}}
+	methods := map[string][]string{"google": {"generateContent", "streamGenerateContent", "countTokens"}, "anthropic": {"rawPredict", "streamRawPredict"}}
 	if r.Method != http.MethodPost || !ok || (rt.version != "v1" && rt.version != "v1beta1") || !slices.Contains(methods[rt.publisher], rt.method) {
 		writeJSON(w, http.StatusNotFound, geminiError(404, "The requested URL "+r.URL.Path+" was not found on this server.", ""))
 		return false
@@ -177,6 +177,13 @@ func (s *Server) checkVertex(w http.ResponseWriter, r *http.Request, body []byte
 		writeJSON(w, http.StatusForbidden, geminiError(403, "Permission 'aiplatform.endpoints.predict' denied on resource "+
 			"'//aiplatform.googleapis.com/"+resource+"' (or it may not exist).", ""))
 		return false
+	}
+	if rt.publisher == "anthropic" && rt.model == vertexCountModel {
+		if msg := validateVertexClaudeCount(body, rt); msg != "" {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": msg}})
+			return false
+		}
+		return true
 	}
 	family := map[string]string{"google": "gemini", "anthropic": "claude"}[rt.publisher]
 	if !strings.HasPrefix(rt.model, family) {
@@ -223,7 +230,7 @@ func validateVertexMessages(body []byte, rt vertexRoute) string {
 	delete(m, "anthropic_version")
 	m["model"], _ = json.Marshal(rt.model)
 	b, _ := json.Marshal(m)
-	return validateMessages(b, false)
+	return validateMessages(b)
 }
 
 // validToken reports whether an Authorization header carries an unexpired

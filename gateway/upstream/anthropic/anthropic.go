@@ -36,11 +36,37 @@ func (*Provider) Protocols() []upstream.Protocol {
 // Send implements upstream.TextProvider. Backend options: "anthropic-beta"
 // adds a beta header for every call of the backend.
 func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Protocol, body []byte, stream bool, h http.Header) (*http.Response, error) {
+	req, err := newRequest(ctx, b, "/v1/messages", body, stream, h)
+	if err != nil {
+		return nil, err
+	}
+	return upstream.RoundTrip(p.client, req)
+}
+
+// CountTokens implements upstream.TokenCounter: POST
+// /v1/messages/count_tokens with the headers and the client's query a
+// Send carries (the Beta API's ?beta=true, its anthropic-beta headers).
+func (p *Provider) CountTokens(ctx context.Context, b upstream.Backend, body []byte, h http.Header) (int64, error) {
+	req, err := newRequest(ctx, b, "/v1/messages/count_tokens", body, false, h)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := upstream.RoundTrip(p.client, req)
+	if err != nil {
+		return 0, err
+	}
+	return upstream.ReadCount(resp, upstream.Messages, "input_tokens")
+}
+
+// newRequest is a call of path on backend b: the credential, the client's
+// anthropic-version (else DefaultVersion), its anthropic-beta headers and
+// the backend's own.
+func newRequest(ctx context.Context, b upstream.Backend, path string, body []byte, stream bool, h http.Header) (*http.Request, error) {
 	base := b.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	req, err := upstream.NewJSONRequest(ctx, upstream.WithClientQuery(ctx, upstream.Endpoint(base, "/v1/messages")), body, stream)
+	req, err := upstream.NewJSONRequest(ctx, upstream.WithClientQuery(ctx, upstream.Endpoint(base, path)), body, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -56,5 +82,10 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if v := b.Options["anthropic-beta"]; v != "" {
 		req.Header.Add("anthropic-beta", v)
 	}
-	return upstream.RoundTrip(p.client, req)
+	return req, nil
 }
+
+var (
+	_ upstream.TextProvider = (*Provider)(nil)
+	_ upstream.TokenCounter = (*Provider)(nil)
+)

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/modelgate/modelgate/gateway/translate"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
@@ -76,6 +77,56 @@ func (*Provider) Protocols() []upstream.Protocol {
 // event stream into server-sent events. Error answers are normalised so
 // that the gateway classifies them (see classify).
 func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+	method, accept := "/converse", "application/json"
+	if stream {
+		method, accept = "/converse-stream", "application/vnd.amazon.eventstream"
+	}
+	resp, err := p.post(ctx, b, method, body, accept)
+	if err != nil || resp.StatusCode >= 300 {
+		return resp, err
+	}
+	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.amazon.eventstream") {
+		resp.Body = newEventBody(resp.Body)
+		resp.Header.Set("Content-Type", "text/event-stream")
+	}
+	return resp, nil
+}
+
+// CountTokens implements upstream.TokenCounter with the CountTokens API
+// (POST /model/{modelId}/count-tokens), signed as Send signs: the messages
+// body translated to a Converse request, of which the messages, the system
+// blocks and the tool configuration go in input.converse (what
+// ConverseTokensRequest takes). The answer's inputTokens is the count.
+func (p *Provider) CountTokens(ctx context.Context, b upstream.Backend, body []byte, _ http.Header) (int64, error) {
+	cb, _, err := translate.TranslateRequest(upstream.Messages, upstream.Bedrock, body, b.UpstreamModel)
+	if err != nil {
+		return 0, upstream.RequestError(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(cb, &m); err != nil {
+		return 0, upstream.RequestError(err)
+	}
+	converse := map[string]json.RawMessage{}
+	for _, k := range []string{"messages", "system", "toolConfig"} {
+		if v, ok := m[k]; ok {
+			converse[k] = v
+		}
+	}
+	in, err := json.Marshal(map[string]any{"input": map[string]any{"converse": converse}})
+	if err != nil {
+		return 0, upstream.RequestError(err)
+	}
+	resp, err := p.post(ctx, b, "/count-tokens", in, "application/json")
+	if err != nil {
+		return 0, err
+	}
+	return upstream.ReadCount(resp, upstream.Bedrock, "inputTokens")
+}
+
+// post signs a POST of body to the backend model's method for the
+// backend's region with its credential and sends it. An error answer is
+// normalised so that the gateway classifies it (see classify).
+func (p *Provider) post(ctx context.Context, b upstream.Backend, method string, body []byte, accept string) (*http.Response, error) {
 	region, err := Region(b)
 	if err != nil {
 		return nil, err
@@ -84,7 +135,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if err != nil {
 		return nil, err
 	}
-	u, err := URL(b, stream)
+	u, err := methodURL(b, method)
 	if err != nil {
 		return nil, &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Message: err.Error()}
 	}
@@ -93,11 +144,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if stream {
-		req.Header.Set("Accept", "application/vnd.amazon.eventstream")
-	} else {
-		req.Header.Set("Accept", "application/json")
-	}
+	req.Header.Set("Accept", accept)
 	sum := sha256.Sum256(body)
 	// A signer per request: the SDK's signer caches the derived signing
 	// key by access key ID alone, so a shared one would keep signing with
@@ -111,21 +158,24 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	}
 	if resp.StatusCode >= 300 {
 		classify(resp)
-		return resp, nil
-	}
-	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/vnd.amazon.eventstream") {
-		resp.Body = newEventBody(resp.Body)
-		resp.Header.Set("Content-Type", "text/event-stream")
 	}
 	return resp, nil
 }
 
 // URL is the Converse (or ConverseStream) URL of backend b:
-// {base}/model/{modelId}/converse[-stream]. The model ID (a model, an
-// inference profile or an ARN) is one path segment, every reserved
-// character escaped as the AWS SDK escapes it, so that the path signed is
-// the path sent.
+// {base}/model/{modelId}/converse[-stream].
 func URL(b upstream.Backend, stream bool) (*url.URL, error) {
+	if stream {
+		return methodURL(b, "/converse-stream")
+	}
+	return methodURL(b, "/converse")
+}
+
+// methodURL is {base}/model/{modelId}{method} of backend b. The model ID
+// (a model, an inference profile or an ARN) is one path segment, every
+// reserved character escaped as the AWS SDK escapes it, so that the path
+// signed is the path sent.
+func methodURL(b upstream.Backend, method string) (*url.URL, error) {
 	base := strings.TrimRight(b.BaseURL, "/")
 	if base == "" {
 		region, err := Region(b)
@@ -140,10 +190,6 @@ func URL(b upstream.Backend, stream bool) (*url.URL, error) {
 	}
 	if b.UpstreamModel == "" {
 		return nil, fmt.Errorf("backend %q names no bedrock model", b.Name)
-	}
-	method := "/converse"
-	if stream {
-		method = "/converse-stream"
 	}
 	// The path signed is the path sent: RawPath keeps the escaped label.
 	basePath := strings.TrimRight(u.EscapedPath(), "/")
@@ -267,4 +313,7 @@ func ExceptionName(header string, body []byte) string {
 	return ""
 }
 
-var _ upstream.TextProvider = (*Provider)(nil)
+var (
+	_ upstream.TextProvider = (*Provider)(nil)
+	_ upstream.TokenCounter = (*Provider)(nil)
+)

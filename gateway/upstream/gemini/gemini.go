@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgate/modelgate/gateway/translate"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
@@ -50,7 +51,35 @@ func (*Provider) Protocols() []upstream.Protocol {
 // key goes in x-goog-api-key, never in the query string, where proxies and
 // access logs would keep it.
 func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
-	req, err := upstream.NewJSONRequest(ctx, URL(b, stream), body, stream)
+	return p.post(ctx, b, URL(b, stream), body, stream)
+}
+
+// CountTokens implements upstream.TokenCounter with models.countTokens:
+// the messages body translated to a GenerateContentRequest, sent whole as
+// its generateContentRequest (with the model it names), so that the system
+// instruction and the tools are counted too, not only the contents. The
+// answer's totalTokens is the count.
+func (p *Provider) CountTokens(ctx context.Context, b upstream.Backend, body []byte, _ http.Header) (int64, error) {
+	gb, _, err := translate.TranslateRequest(upstream.Messages, upstream.Gemini, body, b.UpstreamModel)
+	if err != nil {
+		return 0, upstream.RequestError(err)
+	}
+	if gb, err = translate.SetString(gb, "models/"+modelName(b), "model"); err != nil {
+		return 0, upstream.RequestError(err)
+	}
+	resp, err := p.post(ctx, b, methodURL(b, "countTokens"), []byte(`{"generateContentRequest":`+string(gb)+`}`), false)
+	if err != nil {
+		return 0, err
+	}
+	return upstream.ReadCount(resp, upstream.Gemini, "totalTokens")
+}
+
+// post sends body to u with the backend's key. The key goes in
+// x-goog-api-key, never in the query string, where proxies and access
+// logs would keep it. A quota or overload answer gets the Retry-After its
+// body states.
+func (p *Provider) post(ctx context.Context, b upstream.Backend, u string, body []byte, stream bool) (*http.Response, error) {
+	req, err := upstream.NewJSONRequest(ctx, u, body, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +100,14 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 // or :streamGenerateContent?alt=sse (server-sent events; without alt the
 // stream is one JSON array).
 func URL(b upstream.Backend, stream bool) string {
+	if stream {
+		return methodURL(b, "streamGenerateContent") + "?alt=sse"
+	}
+	return methodURL(b, "generateContent")
+}
+
+// methodURL is {base}/{version}/models/{model}:{method} of backend b.
+func methodURL(b upstream.Backend, method string) string {
 	base := strings.TrimRight(b.BaseURL, "/")
 	if base == "" {
 		base = DefaultBaseURL
@@ -79,13 +116,11 @@ func URL(b upstream.Backend, stream bool) string {
 	if version == "" {
 		version = DefaultAPIVersion
 	}
-	model := strings.TrimPrefix(b.UpstreamModel, "models/")
-	u := base + "/" + version + "/models/" + url.PathEscape(model)
-	if stream {
-		return u + ":streamGenerateContent?alt=sse"
-	}
-	return u + ":generateContent"
+	return base + "/" + version + "/models/" + url.PathEscape(modelName(b)) + ":" + method
 }
+
+// modelName is the backend's model without the resource prefix models/.
+func modelName(b upstream.Backend) string { return strings.TrimPrefix(b.UpstreamModel, "models/") }
 
 // RetryAfterFromBody sets Retry-After from the error's RetryInfo detail
 // ({"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"22s"})
@@ -128,3 +163,8 @@ func RetryDelay(body []byte) time.Duration {
 	}
 	return 0
 }
+
+var (
+	_ upstream.TextProvider = (*Provider)(nil)
+	_ upstream.TokenCounter = (*Provider)(nil)
+)

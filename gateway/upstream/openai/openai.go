@@ -6,9 +6,11 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 
+	"github.com/modelgate/modelgate/gateway/translate"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
@@ -67,7 +69,69 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	if proto == upstream.Responses {
 		path = "/v1/responses"
 	}
-	req, err := upstream.NewJSONRequest(ctx, upstream.WithClientQuery(ctx, upstream.Endpoint(base, path)), body, stream)
+	req, err := newRequest(ctx, b, upstream.WithClientQuery(ctx, upstream.Endpoint(base, path)), body, stream)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range h.Values("OpenAI-Beta") {
+		req.Header.Add("OpenAI-Beta", v)
+	}
+	return upstream.RoundTrip(p.client, req)
+}
+
+// CountTokens implements upstream.TokenCounter with the Responses API's
+// input-token count (POST /v1/responses/input_tokens): the messages body
+// translated to a Responses request, of which only the members that
+// endpoint takes are sent (it refuses the others, max_output_tokens,
+// stream or temperature among them).
+func (p *Provider) CountTokens(ctx context.Context, b upstream.Backend, body []byte, _ http.Header) (int64, error) {
+	rb, _, err := translate.TranslateRequest(upstream.Messages, upstream.Responses, body, b.UpstreamModel)
+	if err != nil {
+		return 0, upstream.RequestError(err)
+	}
+	if rb, err = keepMembers(rb, countMembers); err != nil {
+		return 0, upstream.RequestError(err)
+	}
+	base := b.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	req, err := newRequest(ctx, b, upstream.Endpoint(base, "/v1/responses/input_tokens"), rb, false)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := upstream.RoundTrip(p.client, req)
+	if err != nil {
+		return 0, err
+	}
+	return upstream.ReadCount(resp, upstream.Responses, "input_tokens")
+}
+
+// countMembers are the request members of POST /v1/responses/input_tokens
+// (openai-go's InputTokenCountParams).
+var countMembers = map[string]bool{
+	"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true,
+	"previous_response_id": true, "conversation": true, "text": true, "reasoning": true, "truncation": true, "personality": true,
+}
+
+// keepMembers is the JSON object body with only the members keep names.
+func keepMembers(body []byte, keep map[string]bool) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	for k := range m {
+		if !keep[k] {
+			delete(m, k)
+		}
+	}
+	return json.Marshal(m)
+}
+
+// newRequest is a POST of body to url with the backend's key and its
+// organization and project headers.
+func newRequest(ctx context.Context, b upstream.Backend, url string, body []byte, stream bool) (*http.Request, error) {
+	req, err := upstream.NewJSONRequest(ctx, url, body, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +144,10 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	if v := b.Options["project"]; v != "" {
 		req.Header.Set("OpenAI-Project", v)
 	}
-	for _, v := range h.Values("OpenAI-Beta") {
-		req.Header.Add("OpenAI-Beta", v)
-	}
-	return upstream.RoundTrip(p.client, req)
+	return req, nil
 }
+
+var (
+	_ upstream.TextProvider = (*Provider)(nil)
+	_ upstream.TokenCounter = (*Provider)(nil)
+)

@@ -109,8 +109,30 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, proto upstream.
 	return upstream.RoundTrip(p.client, req)
 }
 
+// CountTokens implements upstream.TokenCounter through the in-process
+// Transport (POST /v1/messages/count_tokens): the input tokens a
+// generation of the same body reports. Both simulated providers count, as
+// the body is a messages request whatever protocol they generate in.
+func (p *Provider) CountTokens(ctx context.Context, b upstream.Backend, body []byte, h http.Header) (int64, error) {
+	req, err := upstream.NewJSONRequest(context.WithValue(ctx, backendKey{}, &b), "http://simulated/v1/messages/count_tokens", body, false)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range []string{"anthropic-version", "anthropic-beta"} {
+		for _, v := range h.Values(k) {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := upstream.RoundTrip(p.client, req)
+	if err != nil {
+		return 0, err
+	}
+	return upstream.ReadCount(resp, upstream.Messages, "input_tokens")
+}
+
 // Transport is an http.RoundTripper that answers POST /v1/messages,
-// /v1/chat/completions and /v1/responses like an upstream would. Backend
+// /v1/messages/count_tokens, /v1/chat/completions and /v1/responses like
+// an upstream would. Backend
 // options come from the request context (set by Provider.Send); without them
 // the defaults apply.
 type Transport struct {
@@ -221,6 +243,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			s.set(k, v)
 		}
 	}
+	if strings.HasSuffix(req.URL.Path, "/messages/count_tokens") {
+		return count(req, body, &s)
+	}
 	if msg := validate(proto, body, req.Header); msg != "" {
 		return errorResponse(req, proto, http.StatusBadRequest, msg), nil
 	}
@@ -262,6 +287,32 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		evs: streamEvents(resp, s.chunkTokens), delay: s.chunkDelay}
 	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: h, Request: req, Body: st,
 		ContentLength: -1, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// count answers a token count: the input tokens generate reports without
+// cache directives, which split that same total. The fail and latency
+// directives apply as to a generation.
+func count(req *http.Request, body []byte, s *settings) (*http.Response, error) {
+	if msg := validateCount(body, req.Header); msg != "" {
+		return errorResponse(req, upstream.Messages, http.StatusBadRequest, msg), nil
+	}
+	ir, err := translate.DecodeRequest(upstream.Messages, body)
+	if err != nil {
+		return errorResponse(req, upstream.Messages, http.StatusBadRequest, "invalid request: "+err.Error()), nil
+	}
+	parseDirectives(ir.LastUserText(), s)
+	if s.latency > 0 {
+		if err := sleep(req.Context(), s.latency); err != nil {
+			return nil, err
+		}
+	}
+	if s.fail >= 400 {
+		return errorResponse(req, upstream.Messages, s.fail, "simulated failure"), nil
+	}
+	prefix, last := inputSizes(ir)
+	out := []byte(`{"input_tokens":` + strconv.FormatInt(tokensOf(prefix+last), 10) + `}`)
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}}, Request: req,
+		Body: io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out)), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
 }
 
 func (t *Transport) shouldFail(name string, rate float64) bool {
@@ -386,24 +437,7 @@ func generate(ir *translate.Request, proto upstream.Protocol, echo string, s *se
 	}
 
 	// Usage.
-	var prefix, last int
-	for _, sys := range ir.System {
-		prefix += len(sys)
-	}
-	for _, t := range ir.Tools {
-		prefix += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
-	for i, m := range ir.Messages {
-		n := 0
-		for _, p := range m.Parts {
-			n += len(p.Text) + len(p.Arguments) + len(p.Data)/8 + len(p.ImageURL)
-		}
-		if i == len(ir.Messages)-1 {
-			last = n
-		} else {
-			prefix += n
-		}
-	}
+	prefix, last := inputSizes(ir)
 	u := translate.Usage{OutputTokens: int64(countWords(text))}
 	if resp.Parts[0].Type == translate.PartToolCall {
 		u.OutputTokens = tokensOf(len(resp.Parts[0].Arguments)) + 1
@@ -429,6 +463,30 @@ func generate(ir *translate.Request, proto upstream.Protocol, echo string, s *se
 	}
 	resp.Usage = u
 	return resp
+}
+
+// inputSizes are the sizes input tokens are counted from: of the system
+// prompt, the tools and every message but the last (prefix, what a cache
+// would hold), and of the last message.
+func inputSizes(ir *translate.Request) (prefix, last int) {
+	for _, sys := range ir.System {
+		prefix += len(sys)
+	}
+	for _, t := range ir.Tools {
+		prefix += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	for i, m := range ir.Messages {
+		n := 0
+		for _, p := range m.Parts {
+			n += len(p.Text) + len(p.Arguments) + len(p.Data)/8 + len(p.ImageURL)
+		}
+		if i == len(ir.Messages)-1 {
+			last = n
+		} else {
+			prefix += n
+		}
+	}
+	return prefix, last
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -21,7 +21,7 @@ func validate(proto upstream.Protocol, body []byte, h http.Header) string {
 	}
 	switch proto {
 	case upstream.Messages:
-		return validateMessages(f, h)
+		return validateMessages(f, h, true)
 	case upstream.ChatCompletions:
 		return validateChat(f)
 	case upstream.Responses:
@@ -30,12 +30,26 @@ func validate(proto upstream.Protocol, body []byte, h http.Header) string {
 	return ""
 }
 
+// validateCount checks a token count request as messages/count_tokens
+// does: a Messages request without max_tokens.
+func validateCount(body []byte, h http.Header) string {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(body, &f); err != nil {
+		return "the request body is not a valid JSON object: " + err.Error()
+	}
+	return validateMessages(f, h, false)
+}
+
 // validateMessages checks a request as the Messages API does: model,
-// max_tokens and messages required; roles user and assistant (and system
-// with a per-turn-control beta); text and image blocks complete; sampling
-// within range.
-func validateMessages(f map[string]json.RawMessage, h http.Header) string {
-	if msg := first(required(f, "model"), required(f, "max_tokens"), integer(f, "max_tokens", 0),
+// max_tokens (when generating) and messages required; roles user and
+// assistant (and system with a per-turn-control beta); text and image
+// blocks complete; sampling within range.
+func validateMessages(f map[string]json.RawMessage, h http.Header, generates bool) string {
+	maxTokens := ""
+	if generates {
+		maxTokens = required(f, "max_tokens")
+	}
+	if msg := first(required(f, "model"), maxTokens, integer(f, "max_tokens", 0),
 		number(f, "temperature", 0, 1), number(f, "top_p", 0, 1), integer(f, "top_k", 0), stopSequences(f)); msg != "" {
 		return msg
 	}

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/modelgate/modelgate/gateway/translate"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/gemini"
 )
@@ -102,6 +103,89 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if pub != PublisherGoogle && pub != PublisherAnthropic {
 		return nil, unsupported(b, "publisher %q is not supported (google or anthropic)", pub)
 	}
+	return p.post(ctx, b, func(project string) (string, []byte, error) {
+		u, err := URL(b, project, stream)
+		if err != nil || pub != PublisherAnthropic {
+			return u, body, err
+		}
+		ab, err := anthropicBody(body)
+		return u, ab, err
+	}, stream, h)
+}
+
+// CountTokens implements upstream.TokenCounter. A Claude model counts on
+// Anthropic's count-tokens model through rawPredict, the body a Messages
+// request that names the model and carries anthropic_version, answered
+// with input_tokens. A Gemini model counts with countTokens, the body the
+// contents, systemInstruction and tools of the request translated to
+// Google's wire (what that method takes), answered with totalTokens.
+func (p *Provider) CountTokens(ctx context.Context, b upstream.Backend, body []byte, h http.Header) (int64, error) {
+	pub := Publisher(b)
+	var proto upstream.Protocol
+	var key string
+	var build func(project string) (string, []byte, error)
+	switch pub {
+	case PublisherAnthropic:
+		proto, key = upstream.Messages, "input_tokens"
+		build = func(project string) (string, []byte, error) {
+			u, err := resourceURL(b, project, "count-tokens")
+			if err != nil {
+				return "", nil, err
+			}
+			cb, err := translate.SetString(body, AnthropicVersion, "anthropic_version")
+			if err != nil {
+				return "", nil, upstream.RequestError(err)
+			}
+			return u + ":rawPredict", cb, nil
+		}
+	case PublisherGoogle:
+		proto, key = upstream.Gemini, "totalTokens"
+		build = func(project string) (string, []byte, error) {
+			u, err := resourceURL(b, project, b.UpstreamModel)
+			if err != nil {
+				return "", nil, err
+			}
+			gb, err := geminiCountBody(body, b.UpstreamModel)
+			if err != nil {
+				return "", nil, upstream.RequestError(err)
+			}
+			return u + ":countTokens", gb, nil
+		}
+	default:
+		return 0, unsupported(b, "publisher %q is not supported (google or anthropic)", pub)
+	}
+	resp, err := p.post(ctx, b, build, false, h)
+	if err != nil {
+		return 0, err
+	}
+	return upstream.ReadCount(resp, proto, key)
+}
+
+// geminiCountBody is a countTokens body of a messages request: the members
+// of its Gemini translation that countTokens takes.
+func geminiCountBody(body []byte, model string) ([]byte, error) {
+	gb, _, err := translate.TranslateRequest(upstream.Messages, upstream.Gemini, body, model)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(gb, &m); err != nil {
+		return nil, err
+	}
+	out := map[string]json.RawMessage{}
+	for _, k := range []string{"contents", "systemInstruction", "tools"} {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return json.Marshal(out)
+}
+
+// post sends the request build makes for the backend's project with an
+// access token for its service account: the URL and the body, or the
+// reason the backend cannot serve. A Claude call carries the client's and
+// the backend's anthropic-beta headers.
+func (p *Provider) post(ctx context.Context, b upstream.Backend, build func(project string) (string, []byte, error), stream bool, h http.Header) (*http.Response, error) {
 	acct, err := p.tokens.account(b)
 	if err != nil {
 		return nil, err
@@ -110,14 +194,9 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 	if project == "" {
 		project = acct.project
 	}
-	u, err := URL(b, project, stream)
+	u, body, err := build(project)
 	if err != nil {
 		return nil, err
-	}
-	if pub == PublisherAnthropic {
-		if body, err = anthropicBody(body); err != nil {
-			return nil, err
-		}
 	}
 	token, err := acct.token(ctx, b)
 	if err != nil {
@@ -128,7 +207,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	if pub == PublisherAnthropic {
+	if Publisher(b) == PublisherAnthropic {
 		for _, v := range h.Values("anthropic-beta") {
 			req.Header.Add("anthropic-beta", v)
 		}
@@ -161,6 +240,29 @@ var regionName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // rawPredict or streamRawPredict (anthropic). The base is the backend's
 // baseURL, else the region's endpoint.
 func URL(b upstream.Backend, project string, stream bool) (string, error) {
+	u, err := resourceURL(b, project, b.UpstreamModel)
+	if err != nil {
+		return "", err
+	}
+	pub := Publisher(b)
+	switch {
+	case pub == PublisherAnthropic && stream:
+		return u + ":streamRawPredict", nil
+	case pub == PublisherAnthropic:
+		return u + ":rawPredict", nil
+	case stream:
+		// alt=sse: server-sent events; without it the stream is one JSON
+		// array.
+		return u + ":streamGenerateContent?alt=sse", nil
+	}
+	return u + ":generateContent", nil
+}
+
+// resourceURL is the URL of model under backend b's publisher in project,
+// without a method: {base}/{version}/projects/{project}/locations/{region}/publishers/{publisher}/models/{model}.
+// It fails for a backend without an upstream model even when model is
+// another (Claude's count-tokens).
+func resourceURL(b upstream.Backend, project, model string) (string, error) {
 	region := b.Options[OptionRegion]
 	if region == "" {
 		region = DefaultRegion
@@ -171,8 +273,8 @@ func URL(b upstream.Backend, project string, stream bool) (string, error) {
 	if project == "" {
 		return "", unsupported(b, "no project: set the %q option or use a service-account key with a project_id", OptionProject)
 	}
-	model := strings.TrimSpace(b.UpstreamModel)
-	if model == "" {
+	model = strings.TrimSpace(model)
+	if model == "" || strings.TrimSpace(b.UpstreamModel) == "" {
 		return "", unsupported(b, "no upstream model")
 	}
 	base := strings.TrimRight(b.BaseURL, "/")
@@ -187,20 +289,8 @@ func URL(b upstream.Backend, project string, stream bool) (string, error) {
 	if version == "" {
 		version = "v1"
 	}
-	pub := Publisher(b)
-	u := base + "/" + url.PathEscape(version) + "/projects/" + url.PathEscape(project) + "/locations/" + region +
-		"/publishers/" + pub + "/models/" + url.PathEscape(model)
-	switch {
-	case pub == PublisherAnthropic && stream:
-		return u + ":streamRawPredict", nil
-	case pub == PublisherAnthropic:
-		return u + ":rawPredict", nil
-	case stream:
-		// alt=sse: server-sent events; without it the stream is one JSON
-		// array.
-		return u + ":streamGenerateContent?alt=sse", nil
-	}
-	return u + ":generateContent", nil
+	return base + "/" + url.PathEscape(version) + "/projects/" + url.PathEscape(project) + "/locations/" + region +
+		"/publishers/" + Publisher(b) + "/models/" + url.PathEscape(model), nil
 }
 
 // anthropicBody adapts a Messages request to Vertex AI: the model is in the
@@ -227,4 +317,5 @@ func unsupported(b upstream.Backend, format string, args ...any) *upstream.Error
 var (
 	_ upstream.TextProvider     = (*Provider)(nil)
 	_ upstream.BackendProtocols = (*Provider)(nil)
+	_ upstream.TokenCounter     = (*Provider)(nil)
 )
