@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/index"
-	"github.com/modelgate/modelgate/gateway/kubescheme"
+	"github.com/modelgate/modelgate/gateway/platform/kubescheme"
 )
 
 // builderIndexer registers the shared cache indexes on a fake client.

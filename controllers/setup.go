@@ -9,8 +9,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/modelgate/modelgate/controllers/generationtask"
-	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )

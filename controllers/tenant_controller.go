@@ -23,7 +23,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/keys"
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 )
 
 // DefaultBalanceSyncPeriod bounds how often ledger balances are mirrored into status.

@@ -24,7 +24,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/internal/tasktest"
 	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/upstream"

@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/store"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/internal/reconciler"
-	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/webhook"
 )

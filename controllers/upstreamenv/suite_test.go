@@ -25,7 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/modelgate/modelgate/controllers/generationtask"
-	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"

@@ -20,7 +20,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"

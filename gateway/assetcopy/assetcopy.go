@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/uploads"
 )
 

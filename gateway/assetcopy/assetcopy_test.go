@@ -13,7 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/modelgate/modelgate/gateway/assetcopy"
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/uploads/uploadstest"
 )
 

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/internal/periodic"
-	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/periodic"
 	"github.com/modelgate/modelgate/gateway/store"
 )
 

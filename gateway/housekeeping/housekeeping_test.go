@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
-	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/pgtest"
 )

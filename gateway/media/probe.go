@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 )
 
 // Defaults of HTTPImageProbe.

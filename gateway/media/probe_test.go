@@ -170,7 +170,7 @@ func TestHTTPImageProbeRefusesInternalAddresses(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("address not allowed")))
 	g.Expect(err.Error()).NotTo(ContainSubstring("127.0.0.1"))
 	g.Expect(err.Error()).NotTo(ContainSubstring("::1"))
-	// The ranges themselves are gateway/netguard's tests.
+	// The ranges themselves are gateway/platform/netguard's tests.
 }
 
 // TestMultiImageWithHTTPProbe runs the multi-image family against real

@@ -22,7 +22,7 @@ type TaskRecord struct {
 	Quota            int64  // the confirmed charge (settled) or 0
 	ClientBusinessID string
 	// Body is the archived task as JSON (the caller's encoding; the handlers
-	// and the GenerationTask controller share one in gateway/handlers).
+	// and the GenerationTask controller share one in gateway/http/handlers).
 	Body        []byte
 	CreatedAt   int64 // Unix seconds
 	CompletedAt int64 // Unix seconds of the final state; 0 while in flight

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gabriel-vasile/mimetype"
 
-	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 )
 
 // SniffLen is how many leading bytes decide the type (mimetype's default

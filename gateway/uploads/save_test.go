@@ -12,7 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/uploads/uploadstest"
 )

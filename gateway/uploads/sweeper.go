@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/modelgate/modelgate/gateway/internal/periodic"
+	"github.com/modelgate/modelgate/gateway/platform/periodic"
 	"github.com/modelgate/modelgate/gateway/store"
 )
 

@@ -11,7 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/uploads"
 )

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 )
 
 // dialer opens upstream connections: bounded dial time, TCP keep-alive.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 )
 
 // DefaultReferenceTimeout bounds the download of one reference image.

@@ -24,7 +24,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
@@ -81,7 +81,7 @@ func RetryAfter(n int32) time.Duration {
 
 // Sender posts events. The zero value uses a client with a 10 s timeout
 // that does not follow redirects (a redirect is not an acknowledgement) and
-// refuses internal addresses (gateway/netguard).
+// refuses internal addresses (gateway/platform/netguard).
 type Sender struct {
 	Client    *http.Client
 	UserAgent string

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gateway/kubescheme"
+	"github.com/modelgate/modelgate/gateway/platform/kubescheme"
 	"github.com/modelgate/modelgate/gateway/pricing"
 )
 

@@ -1,8 +1,8 @@
 package wire
 
 import (
-	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 )
 
 // imageProbe checks remote reference images of the multi-image family: the

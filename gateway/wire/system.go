@@ -14,11 +14,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/modelgate/modelgate/controllers"
-	"github.com/modelgate/modelgate/gateway/blob"
+	"github.com/modelgate/modelgate/gateway/http/server"
 	"github.com/modelgate/modelgate/gateway/index"
-	"github.com/modelgate/modelgate/gateway/kubescheme"
-	"github.com/modelgate/modelgate/gateway/metrics"
-	"github.com/modelgate/modelgate/gateway/server"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
+	"github.com/modelgate/modelgate/gateway/platform/kubescheme"
+	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 )

@@ -1,7 +1,7 @@
 package wire
 
 import (
-	"github.com/modelgate/modelgate/gateway/telemetry"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 

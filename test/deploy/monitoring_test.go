@@ -18,7 +18,7 @@ var (
 	definedAs  = regexp.MustCompile(`Name:\s*"(modelgate_[a-z_]+)"`)
 )
 
-// definedMetrics are the metric names the code registers (gateway/metrics).
+// definedMetrics are the metric names the code registers (gateway/platform/metrics).
 func definedMetrics(t *testing.T) []string {
 	files, err := filepath.Glob(filepath.Join(root, "gateway", "metrics", "*.go"))
 	if err != nil || len(files) == 0 {

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gateway/devenv"
 	"github.com/modelgate/modelgate/gateway/keys"
-	"github.com/modelgate/modelgate/gateway/kubescheme"
+	"github.com/modelgate/modelgate/gateway/platform/devenv"
+	"github.com/modelgate/modelgate/gateway/platform/kubescheme"
 	"github.com/modelgate/modelgate/test/framework"
 )
 

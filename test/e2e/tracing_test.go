@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gateway/telemetry"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/modelgate/modelgate/gateway/kubescheme"
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/kubescheme"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 )
 
 // Named timeouts for Eventually/Consistently, so suites agree on patience.

@@ -17,9 +17,9 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
-	"github.com/modelgate/modelgate/gateway/blob"
-	"github.com/modelgate/modelgate/gateway/handlers"
-	"github.com/modelgate/modelgate/gateway/server"
+	"github.com/modelgate/modelgate/gateway/http/handlers"
+	"github.com/modelgate/modelgate/gateway/http/server"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"

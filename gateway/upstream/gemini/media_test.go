@@ -11,7 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/gemini"
 	"github.com/modelgate/modelgate/test/fakeupstream"

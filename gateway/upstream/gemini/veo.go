@@ -37,7 +37,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 

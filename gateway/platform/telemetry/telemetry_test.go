@@ -17,7 +17,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/modelgate/modelgate/gateway/telemetry"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 )
 
 func TestConfigFromEnv(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/console"
+	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/framework"
 )

@@ -24,15 +24,15 @@ import (
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
-	"github.com/modelgate/modelgate/gateway/telemetry"
 )
 
 const (

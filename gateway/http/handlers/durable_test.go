@@ -19,7 +19,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/handlers"
+	"github.com/modelgate/modelgate/gateway/http/handlers"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/framework"
 )

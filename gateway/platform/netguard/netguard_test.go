@@ -11,7 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/modelgate/modelgate/gateway/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 )
 
 func TestInternal(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 

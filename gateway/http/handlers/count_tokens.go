@@ -14,9 +14,9 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/auth"
-	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/routing"
-	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 

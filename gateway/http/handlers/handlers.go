@@ -16,12 +16,12 @@ import (
 
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/apierr"
-	"github.com/modelgate/modelgate/gateway/blob"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
-	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )

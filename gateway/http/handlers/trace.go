@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/routing"
-	"github.com/modelgate/modelgate/gateway/telemetry"
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/auth"
-	"github.com/modelgate/modelgate/gateway/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/metrics"
 )
 
 // keyTable is an APIKeys of fixed keys: "Authorization: Bearer <key>"
