@@ -61,6 +61,11 @@ type Env struct {
 	Config      *rest.Config
 	Client      client.Client
 	Scheme      *k8sruntime.Scheme
+	// Served is the informer cache a gateway of this control plane serves
+	// from (a Stack's own); nil when none runs here. NewAccount waits until
+	// it holds the account ready, since the API server says so a watch
+	// event earlier and a key used in between is unknown to the gateway.
+	Served client.Reader
 }
 
 // Start starts etcd and kube-apiserver with the generated CRDs installed.

@@ -131,6 +131,7 @@ func (s *Stack) start(o StackOptions) error {
 		return err
 	}
 	s.Cache, s.Blobs = sys.Manager.GetCache(), sys.Blobs
+	s.Served = s.Cache
 	more, err := addGateways(sys, gwOpts, o.MoreGateways)
 	if err != nil {
 		return err
@@ -247,6 +248,13 @@ func (e *Env) NewAccountIn(ctx context.Context, namespace string, tenant v1.Tena
 	}
 	if err := e.WaitReady(ctx, a.Token); err != nil {
 		return nil, err
+	}
+	if e.Served != nil {
+		for _, obj := range []client.Object{a.Tenant, a.Token} {
+			if err := waitCondition(ctx, e.Served, obj.DeepCopyObject().(client.Object)); err != nil {
+				return nil, fmt.Errorf("wait for the gateway's cache to hold %s: %w", obj.GetName(), err)
+			}
+		}
 	}
 	secret := &corev1.Secret{}
 	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: a.Token.Status.SecretName}, secret); err != nil {
