@@ -325,6 +325,9 @@ func imageUsage(u *upstream.ImageUsage) *v1.ImageTokenUsage {
 	if d := u.InputTokensDetails; d != nil {
 		out.InputTokensDetails = &v1.InputTokenDetails{TokenCountDetails: v1.TokenCountDetails{TextTokens: d.TextTokens, ImageTokens: d.ImageTokens},
 			CachedTokens: d.CachedTokens}
+		if c := d.CachedTokensDetails; c != nil {
+			out.InputTokensDetails.CachedTokensDetails = &v1.TokenCountDetails{TextTokens: c.TextTokens, ImageTokens: c.ImageTokens}
+		}
 	}
 	if d := u.OutputTokensDetails; d != nil {
 		out.OutputTokensDetails = &v1.TokenCountDetails{TextTokens: d.TextTokens, ImageTokens: d.ImageTokens}

@@ -283,7 +283,7 @@ func (r *Reconciler) copier() AssetCopier {
 	if r.Blobs == nil {
 		return noCopier{}
 	}
-	return &assetcopy.Copier{Blobs: r.Blobs}
+	return &assetcopy.Copier{Blobs: r.Blobs, Own: r.Blobs}
 }
 
 // noCopier fails every copy: without a blob store a URL asset cannot be

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -117,7 +118,7 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 		return ad, Refuse(ModelNotFound, fmt.Sprintf("model %q not found", req.Model))
 	}
 	if route.Spec.Type != req.Family {
-		return ad, Refuse(WrongFamily, fmt.Sprintf("model %q is a %s model; use /v1/%ss/generations", req.Model, route.Spec.Type, route.Spec.Type))
+		return ad, Refuse(WrongFamily, fmt.Sprintf("model %q is %s %s model; use %s", req.Model, article(route.Spec.Type), route.Spec.Type, endpointsOf(route.Spec.Type)))
 	}
 	if eps := route.Spec.EndpointTypes; req.Endpoint != "" && len(eps) > 0 && !slices.Contains(eps, req.Endpoint) {
 		return ad, Refuse(UnsupportedEndpoint, fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, req.Endpoint))
@@ -177,4 +178,24 @@ type Direct struct {
 // Reserve implements Reserver.
 func (d Direct) Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*store.Hold, error) {
 	return nil, d.Ledger.Reserve(ctx, requestID, tokenID, userID, estimate)
+}
+
+// endpointsOf names the endpoints that serve models of type t.
+func endpointsOf(t v1.ModelType) string {
+	switch t {
+	case v1.ModelTypeText:
+		return "/v1/chat/completions, /v1/messages or /v1/responses"
+	case v1.ModelTypeImage:
+		return "/v1/images/generations"
+	case v1.ModelTypeVideo:
+		return "/v1/videos/generations"
+	}
+	return fmt.Sprintf("an endpoint for %s models", t)
+}
+
+func article(t v1.ModelType) string {
+	if strings.ContainsRune("aeiou", rune(string(t+"x")[0])) {
+		return "an"
+	}
+	return "a"
 }

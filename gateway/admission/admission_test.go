@@ -302,3 +302,22 @@ func TestErrorCodeForTextProtocols(t *testing.T) {
 		}
 	}
 }
+
+// A model of the wrong family is refused with the endpoints that serve it,
+// each one that exists.
+func TestWrongFamilyNamesTheEndpointsThatServeIt(t *testing.T) {
+	f := newFixture()
+	f.req.Model, f.req.Family, f.req.Endpoint, f.req.CountsTokens = "chat", v1.ModelTypeImage, "", false
+	_, e := f.admit()
+	if e == nil || e.Reason != WrongFamily {
+		t.Fatalf("refusal = %+v; want %s", e, WrongFamily)
+	}
+	if want := `model "chat" is a text model; use /v1/chat/completions, /v1/messages or /v1/responses`; e.Message != want {
+		t.Fatalf("message %q; want %q", e.Message, want)
+	}
+	f = newFixture()
+	f.req.Model = "img"
+	if _, e = f.admit(); e == nil || e.Message != `model "img" is an image model; use /v1/images/generations` {
+		t.Fatalf("refusal = %+v", e)
+	}
+}

@@ -6,9 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
+	gcblob "gocloud.dev/blob"
+
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/uploads"
 )
@@ -42,9 +46,23 @@ func (r *Refusal) Error() string { return r.Message }
 
 func refuse(format string, a ...any) error { return &Refusal{Message: fmt.Sprintf(format, a...)} }
 
+// OwnLinks is the blob store the gateway's own links (its uploads, its
+// stored outputs) point into.
+type OwnLinks interface {
+	// KeyOfLink is the key rawURL names when it is one of the store's own
+	// valid links.
+	KeyOfLink(ctx context.Context, rawURL string) (key string, ok bool)
+	Open(ctx context.Context, key string) (*gcblob.Reader, error)
+}
+
 // Copier copies review assets into Blobs.
 type Copier struct {
 	Blobs uploads.Putter
+	// Own, when set, reads a URL that is one of its own links (a file
+	// uploaded through POST /v1/uploads/…) from the store instead of over
+	// the network: those links exist to feed generation requests, and
+	// the egress guard refuses the gateway's own, non-public address.
+	Own OwnLinks
 	// Client fetches the assets; nil uses netguard.Default (internal
 	// addresses refused, redirects rechecked).
 	Client *http.Client
@@ -73,6 +91,11 @@ func (c *Copier) Copy(ctx context.Context, typ, rawURL, keyBase string) (uploads
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if c.Own != nil {
+		if key, ok := c.Own.KeyOfLink(ctx, rawURL); ok {
+			return c.copyOwn(ctx, kind, key, keyBase)
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return uploads.Object{}, refuse("the %s asset could not be downloaded: not a valid URL", typ)
@@ -92,7 +115,29 @@ func (c *Copier) Copy(ctx context.Context, typ, rawURL, keyBase string) (uploads
 	if resp.ContentLength == 0 {
 		return uploads.Object{}, refuse("the %s asset is empty", typ)
 	}
-	obj, err := uploads.Save(ctx, c.Blobs, kind, keyBase, resp.Body)
+	return c.save(ctx, kind, keyBase, resp.Body)
+}
+
+// copyOwn copies one of the store's own objects, checked as a download is.
+func (c *Copier) copyOwn(ctx context.Context, kind *uploads.Kind, key, keyBase string) (uploads.Object, error) {
+	rd, err := c.Own.Open(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return uploads.Object{}, refuse("the uploaded %s asset no longer exists; upload it again", kind.Name)
+	}
+	if err != nil {
+		return uploads.Object{}, fmt.Errorf("open uploaded asset: %w", err)
+	}
+	defer func() { _ = rd.Close() }()
+	if rd.Size() > kind.MaxBytes {
+		return uploads.Object{}, tooLarge(kind)
+	}
+	return c.save(ctx, kind, keyBase, rd)
+}
+
+// save stores an asset's bytes, typed by their content, within its kind's cap.
+func (c *Copier) save(ctx context.Context, kind *uploads.Kind, keyBase string, r io.Reader) (uploads.Object, error) {
+	typ := kind.Name
+	obj, err := uploads.Save(ctx, c.Blobs, kind, keyBase, r)
 	switch {
 	case errors.Is(err, uploads.ErrEmpty):
 		return obj, refuse("the %s asset is empty", typ)

@@ -9,10 +9,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
 	"github.com/modelgate/modelgate/gateway/assetcopy"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/uploads/uploadstest"
 )
@@ -104,4 +106,48 @@ func TestCopy(t *testing.T) {
 		g.Expect(assetcopy.Key("t1", "image", "https://a/x")).NotTo(Equal(assetcopy.Key("t2", "image", "https://a/x")))
 		g.Expect(bytes.HasPrefix([]byte(assetcopy.Key("t1", "video", "u")), []byte("tenants/t1/review-assets/video-"))).To(BeTrue())
 	})
+}
+
+// A URL of the gateway's own store (a file uploaded through
+// POST /v1/uploads/images) is read from the store, never fetched: the
+// client here refuses every address, as the egress guard refuses the
+// gateway's own. Its content is checked as a download's is.
+func TestCopyReadsOwnLinksFromTheStore(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	own, err := blob.OpenLocal(blob.Config{Dir: t.TempDir(), SigningKey: []byte("assetcopy-test-signing-key"),
+		BaseURL: func() string { return "http://10.0.0.1:8080" }})
+	g.Expect(err).NotTo(HaveOccurred())
+	png := uploadstest.PNG(4, 4)
+	_, err = own.Put(ctx, "uploads/7/cat.png", "image/png", bytes.NewReader(png))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = own.Put(ctx, "uploads/7/page.png", "image/png", bytes.NewReader([]byte("<html>not an image</html>")))
+	g.Expect(err).NotTo(HaveOccurred())
+	link := func(key string) string {
+		u, err := own.SignedURL(ctx, key, time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		return u
+	}
+	dst := memBlobs{}
+	c := &assetcopy.Copier{Blobs: dst, Own: own, Client: (&netguard.Guard{}).Client(netguard.ClientOptions{})}
+
+	obj, err := c.Copy(ctx, "image", link("uploads/7/cat.png"), "tenants/t/review-assets/image-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(obj.MimeType).To(Equal("image/png"))
+	g.Expect(dst[obj.Key]).To(Equal(png))
+
+	_, err = c.Copy(ctx, "image", link("uploads/7/page.png"), "tenants/t/review-assets/image-2")
+	var r *assetcopy.Refusal
+	g.Expect(errors.As(err, &r)).To(BeTrue(), "%v", err)
+	g.Expect(r.Message).To(ContainSubstring("not a supported image"))
+
+	_, err = c.Copy(ctx, "image", link("uploads/7/gone.png"), "tenants/t/review-assets/image-3")
+	g.Expect(errors.As(err, &r)).To(BeTrue(), "%v", err)
+	g.Expect(r.Message).To(ContainSubstring("no longer exists"))
+
+	// Without Own the same link goes to the network, and the guard refuses it.
+	c.Own = nil
+	_, err = c.Copy(ctx, "image", link("uploads/7/cat.png"), "tenants/t/review-assets/image-4")
+	g.Expect(errors.As(err, &r)).To(BeTrue(), "%v", err)
+	g.Expect(r.Message).To(ContainSubstring("could not be downloaded"))
 }

@@ -116,6 +116,9 @@ type ImageInputDetails struct {
 	TextTokens   int64 `json:"text_tokens"`
 	ImageTokens  int64 `json:"image_tokens"`
 	CachedTokens int64 `json:"cached_tokens"`
+	// CachedTokensDetails splits the cached tokens, when the upstream does:
+	// cached image tokens have a price of their own.
+	CachedTokensDetails *ImageOutputDetails `json:"cached_tokens_details,omitempty"`
 }
 
 // ImageOutputDetails splits an image model's output tokens.
@@ -132,6 +135,12 @@ func (u *ImageUsage) Valid() bool {
 	}
 	if d := u.InputTokensDetails; d != nil && (d.TextTokens < 0 || d.ImageTokens < 0 || d.TextTokens+d.ImageTokens != u.InputTokens || d.CachedTokens < 0 || d.CachedTokens > u.InputTokens) {
 		return false
+	}
+	if d := u.InputTokensDetails; d != nil && d.CachedTokensDetails != nil {
+		c := d.CachedTokensDetails
+		if c.TextTokens < 0 || c.ImageTokens < 0 || c.TextTokens+c.ImageTokens != d.CachedTokens || c.TextTokens > d.TextTokens || c.ImageTokens > d.ImageTokens {
+			return false
+		}
 	}
 	if d := u.OutputTokensDetails; d != nil && (d.TextTokens < 0 || d.ImageTokens < 0 || d.TextTokens+d.ImageTokens != u.OutputTokens) {
 		return false

@@ -111,6 +111,9 @@ func TestUsageValid(t *testing.T) {
 		{`{"input_tokens":10,"output_tokens":1056,"output_tokens_details":{"text_tokens":6,"image_tokens":1000}}`, false},
 		{`{"input_tokens":-1,"output_tokens":1056}`, false},
 		{`{"input_tokens":10,"output_tokens":1,"input_tokens_details":{"text_tokens":10,"cached_tokens":11}}`, false},
+		{`{"input_tokens":120,"output_tokens":1,"input_tokens_details":{"text_tokens":40,"image_tokens":80,"cached_tokens":30,"cached_tokens_details":{"text_tokens":10,"image_tokens":20}}}`, true},
+		{`{"input_tokens":120,"output_tokens":1,"input_tokens_details":{"text_tokens":40,"image_tokens":80,"cached_tokens":30,"cached_tokens_details":{"text_tokens":10,"image_tokens":10}}}`, false},
+		{`{"input_tokens":120,"output_tokens":1,"input_tokens_details":{"text_tokens":5,"image_tokens":115,"cached_tokens":30,"cached_tokens_details":{"text_tokens":10,"image_tokens":20}}}`, false},
 		{`{}`, false},
 	} {
 		if got := parse(tc.json).Valid(); got != tc.ok {

@@ -34,6 +34,9 @@ type OpenAIImages struct {
 	files    map[string][]byte
 	reqs     []Request
 	seq      int
+	// usage, when set, is the usage a gpt-image answer reports instead of
+	// the default.
+	usage map[string]any
 }
 
 // ImageFailure scripts the answer to one request.
@@ -60,6 +63,15 @@ func (f *OpenAIImages) Key() string { return f.key }
 func (f *OpenAIImages) Fail(s ...ImageFailure) {
 	f.mu.Lock()
 	f.failures = append(f.failures, s...)
+	f.mu.Unlock()
+}
+
+// SetUsage sets the usage object gpt-image answers report (the API's
+// shape: input_tokens, output_tokens, total_tokens, input_tokens_details
+// with text_tokens, image_tokens, cached_tokens and cached_tokens_details).
+func (f *OpenAIImages) SetUsage(u map[string]any) {
+	f.mu.Lock()
+	f.usage = u
 	f.mu.Unlock()
 }
 
@@ -190,6 +202,11 @@ func (f *OpenAIImages) serve(w http.ResponseWriter, r *http.Request) {
 		resp["background"], resp["output_format"], resp["quality"], resp["size"] = "opaque", "png", "medium", "1024x1024"
 		resp["usage"] = map[string]any{"input_tokens": 10, "output_tokens": 1056 * n, "total_tokens": 10 + 1056*n,
 			"input_tokens_details": map[string]any{"text_tokens": 10, "image_tokens": 0}}
+		f.mu.Lock()
+		if f.usage != nil {
+			resp["usage"] = f.usage
+		}
+		f.mu.Unlock()
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
