@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -127,6 +129,51 @@ var _ = Describe("Private asset review and policy refusals at submission", func(
 		g.Expect(task.Billing.Status).To(Equal("refunded"))
 		ledgerUsed(t, acct, 325000)
 		g.Expect(fake.Submissions()).To(Equal(1), "the refused task never reached the upstream")
+	})
+
+	// A reference image uploaded through POST /v1/uploads/images feeds a
+	// reviewed submission: the review copies it from the gateway's own
+	// store (the egress guard would refuse the gateway's address outside
+	// tests), and the upstream receives the reviewed copy.
+	It("reviews a reference image uploaded through the gateway", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		fake := fakeupstream.NewTaskAPI()
+		t.Cleanup(fake.Close)
+		model := reviewVideoModel(t, fake)
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+		cat := uploadstest.PNG(24, 24)
+		var form bytes.Buffer
+		mw := multipart.NewWriter(&form)
+		part, err := mw.CreateFormFile("file", "cat.png")
+		g.Expect(err).NotTo(HaveOccurred())
+		_, _ = part.Write(cat)
+		g.Expect(mw.Close()).To(Succeed())
+		req, _ := http.NewRequest(http.MethodPost, stack.BaseURL+"/v1/uploads/images", &form)
+		req.Header.Set("Authorization", "Bearer "+acct.Key)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		var up struct {
+			Data struct {
+				URL string `json:"url"`
+			} `json:"data"`
+		}
+		g.Expect(json.NewDecoder(resp.Body).Decode(&up)).To(Succeed())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+
+		task := finalTask(t, acct.Key, "videos", fmt.Sprintf(`{"model":%q,"prompt":"the cat walks in","duration":5,"ratio":"16:9",
+			"private_asset_review":true,"reference_images":[%q]}`, model, up.Data.URL))
+		g.Expect(task.Status).To(Equal("completed"), "%+v", task.Error)
+		sent := fake.Requests()[0].JSON()
+		copyURL := sent["reference_images"].([]any)[0].(string)
+		g.Expect(copyURL).NotTo(Equal(up.Data.URL), "the upstream gets the reviewed copy, not the upload")
+		got, err := http.Get(copyURL)
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(got.Body)
+		got.Body.Close()
+		g.Expect(body).To(Equal(cat))
 	})
 
 	// TestSubmissionPolicyRefusal: an upstream that refuses a submission for
