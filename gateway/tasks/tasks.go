@@ -14,11 +14,6 @@ import (
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
-// LegacySubmissionAnnotation carried the submission as JSON on tasks
-// accepted before spec.submission existed; it is only read, so that such
-// tasks finish after an upgrade.
-const LegacySubmissionAnnotation = "modelgate.io/submission"
-
 // BlobScheme prefixes a result URL that names a blob-store key rather than a
 // public URL; the gateway signs a fresh URL for it on every query.
 const BlobScheme = "blob:"
@@ -30,21 +25,13 @@ type Submission = v1.TaskSubmission
 // ReviewAsset is one asset under private asset review.
 type ReviewAsset = v1.SubmittedAsset
 
-// SubmissionOf returns the task's submission: spec.submission, or on a task
-// accepted before that field existed, its annotation.
+// SubmissionOf returns the task's submission (spec.submission), which the
+// gateway sets on every task it creates.
 func SubmissionOf(t *v1.GenerationTask) (*Submission, error) {
-	if t.Spec.Submission != nil {
-		return t.Spec.Submission, nil
-	}
-	raw, ok := t.Annotations[LegacySubmissionAnnotation]
-	if !ok {
+	if t.Spec.Submission == nil {
 		return nil, fmt.Errorf("task %s has no submission", t.Spec.TaskID)
 	}
-	s := &Submission{}
-	if err := json.Unmarshal([]byte(raw), s); err != nil {
-		return nil, fmt.Errorf("task %s: decode %s: %w", t.Spec.TaskID, LegacySubmissionAnnotation, err)
-	}
-	return s, nil
+	return t.Spec.Submission, nil
 }
 
 // NewTaskID returns a random task ID ("task_" and 24 hex digits).

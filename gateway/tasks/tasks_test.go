@@ -27,22 +27,14 @@ func TestIDsAndNames(t *testing.T) {
 	}
 }
 
-func TestSubmissionOfReadsTheSpecAndTheLegacyAnnotation(t *testing.T) {
+func TestSubmissionOfReadsTheSpec(t *testing.T) {
 	g := NewWithT(t)
 	task := &v1.GenerationTask{Spec: v1.GenerationTaskSpec{TaskID: "task_1", Submission: &Submission{RouteName: "img", Outputs: 2}}}
 	sub, err := SubmissionOf(task)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sub.RouteName).To(Equal("img"))
 
-	// A task accepted before spec.submission existed.
 	task.Spec.Submission = nil
-	task.Annotations = map[string]string{LegacySubmissionAnnotation: `{"routeName":"old","outputs":1,"backends":["a"]}`}
-	sub, err = SubmissionOf(task)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(sub.RouteName).To(Equal("old"))
-	g.Expect(sub.Backends).To(Equal([]string{"a"}))
-
-	task.Annotations = nil
 	_, err = SubmissionOf(task)
 	g.Expect(err).To(MatchError(ContainSubstring("has no submission")))
 }

@@ -286,49 +286,6 @@ func journalPath(spoolPath string, n int) string {
 	return fmt.Sprintf("%s.journal-%06d", spoolPath, n)
 }
 
-// legacyPaths lists the spool files of the earlier append-only format: the
-// journal at spoolPath itself and its renamed segments. They are replayed
-// and deleted.
-func legacyPaths(spoolPath string) ([]string, error) {
-	segs, err := filepath.Glob(spoolPath + ".replay-*")
-	if err != nil {
-		return nil, fmt.Errorf("list spool segments: %w", err)
-	}
-	slices.Sort(segs) // zero-padded numbers sort by age
-	if _, err := os.Stat(spoolPath); err == nil {
-		segs = append(segs, spoolPath)
-	}
-	return segs, nil
-}
-
-// scanLegacy reads a file of the earlier format: one JSON row per line.
-func scanLegacy(path string, fn func(store.UsageRow) error) (rows, size int64, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, fmt.Errorf("read spool: %w", err)
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<16)
-	for {
-		line, err := r.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			return rows, size, nil // a line without its newline is torn: ignore it
-		}
-		if err != nil {
-			return rows, size, fmt.Errorf("read spool: %w", err)
-		}
-		var row store.UsageRow
-		if err := json.Unmarshal(line, &row); err != nil {
-			return rows, size, fmt.Errorf("%s line %d: %w", path, rows+1, err)
-		}
-		if err := fn(row); err != nil {
-			return rows, size, err
-		}
-		rows++
-		size += int64(len(line))
-	}
-}
-
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -205,8 +205,7 @@ type Writer struct {
 // piece is one pending spool file for the ledger goroutine, with its rows
 // when they are in memory.
 type piece struct {
-	file        *journalFile // nil: legacy
-	legacy      string       // a file of the earlier format, deleted once stored
+	file        *journalFile
 	rows        []store.UsageRow
 	count, size int64
 }
@@ -290,27 +289,9 @@ func New(ins Inserter, cfg Config) (*Writer, error) {
 }
 
 // recoverSpool reads the spool files a previous run left: files with rows
-// are pending, oldest first (files of the earlier format before all);
-// empty journal files are free.
+// are pending, oldest first; empty journal files are free.
 func recoverSpool(path string) (spoolState, error) {
 	var st spoolState
-	legacy, err := legacyPaths(path)
-	if err != nil {
-		return st, err
-	}
-	for _, p := range legacy {
-		rows, size, err := scanLegacy(p, func(store.UsageRow) error { return nil })
-		if err != nil {
-			return st, err
-		}
-		if rows == 0 { // nothing to replay (the usual state after a clean stop)
-			if err := os.Remove(p); err != nil {
-				return st, fmt.Errorf("remove empty spool file: %w", err)
-			}
-			continue
-		}
-		st.pending = append(st.pending, piece{legacy: p, count: rows, size: size})
-	}
 	paths, err := journalPaths(path)
 	if err != nil {
 		return st, err
@@ -802,32 +783,19 @@ func (w *Writer) store(job []piece) jobResult {
 	return jobResult{stored: len(job)}
 }
 
-// storePiece inserts a piece's rows, then erases its journal file for reuse
-// (or deletes a legacy file).
+// storePiece inserts a piece's rows, then erases its journal file for reuse.
 func (w *Writer) storePiece(p piece) error {
 	var err error
-	switch {
-	case p.rows != nil:
+	if p.rows != nil {
 		err = w.insert(p.rows)
-	case p.file != nil:
+	} else {
 		err = w.insertScanned(func(fn func(store.UsageRow) error) error {
 			_, _, _, err := p.file.scan(fn)
-			return err
-		})
-	default:
-		err = w.insertScanned(func(fn func(store.UsageRow) error) error {
-			_, _, err := scanLegacy(p.legacy, fn)
 			return err
 		})
 	}
 	if err != nil {
 		return err
-	}
-	if p.file == nil {
-		if err := os.Remove(p.legacy); err != nil {
-			return fmt.Errorf("remove stored spool file: %w", err)
-		}
-		return nil
 	}
 	if err := p.file.erase(); err != nil {
 		return err // stored: the retry inserts nothing new and erases again

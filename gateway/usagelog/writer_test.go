@@ -2,7 +2,6 @@ package usagelog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -234,33 +233,6 @@ func tearLastRecord(t *testing.T, spool string) {
 }
 
 // A spool of the earlier append-only format (a journal at the spool path
-// and renamed segments) is replayed and deleted.
-func TestWriterReplaysLegacySpool(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	s := openStore(t, "sqlite://"+filepath.Join(t.TempDir(), "l.db"))
-	spool := filepath.Join(t.TempDir(), "usage.spool")
-	writeLegacy := func(path string, from, to int) {
-		var b []byte
-		for i := from; i < to; i++ {
-			line, err := json.Marshal(row(i))
-			g.Expect(err).NotTo(HaveOccurred())
-			b = append(append(b, line...), '\n')
-		}
-		b = append(b, `{"request_id":"torn`...)
-		g.Expect(os.WriteFile(path, b, 0o600)).To(Succeed())
-	}
-	writeLegacy(spool+".replay-00000000000000000001", 0, 40)
-	writeLegacy(spool, 40, 100)
-	g.Expect(os.WriteFile(spool+".replay-00000000000000000002", nil, 0o600)).To(Succeed()) // empty: deleted at once
-	w := newWriter(t, s, Config{SpoolPath: spool})
-	g.Expect(w.SpoolRows()).To(Equal(int64(100)))
-	g.Expect(w.Close(ctx)).To(Succeed())
-	g.Expect(countRows(t, s)).To(Equal(int64(100)))
-	legacy, err := legacyPaths(spool)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(legacy).To(BeEmpty(), "replayed legacy files are deleted")
-}
 
 func TestWriterBackPressureHonoursContext(t *testing.T) {
 	g := NewWithT(t)
