@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,3 +173,69 @@ var _ = Describe("The model and pricing catalogs", func() {
 		g.Expect(code).To(Equal(400), "a cursor that is not one is still refused")
 	})
 })
+
+var _ = Describe("The model list through the official SDKs", func() {
+	// One /v1/models serves both families' SDKs: Anthropic's lists and pages
+	// it (limit, after_id) and gets one model; OpenAI's lists and gets one.
+	It("lists, pages and gets models with the Anthropic and OpenAI SDKs", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+		var models []string
+		for i := range 3 {
+			m := uniqueModel(fmt.Sprintf("sdk-list-%d", i))
+			textModel(t, acct.Namespace, m, sim("sim", "simulated")) // the tenant's own: its list holds these and the platform's
+			models = append(models, m)
+		}
+
+		ac := anthropicClient(acct.Key)
+		var listed []string
+		pager := ac.Models.ListAutoPaging(ctx, anthropic.ModelListParams{Limit: anthropic.Int(2)})
+		for pager.Next() {
+			m := pager.Current()
+			g.Expect(string(m.Type)).To(Equal("model"))
+			g.Expect(m.DisplayName).NotTo(BeEmpty())
+			g.Expect(m.CreatedAt.IsZero()).To(BeFalse(), "created_at is an RFC 3339 time")
+			listed = append(listed, m.ID)
+		}
+		g.Expect(pager.Err()).NotTo(HaveOccurred())
+		g.Expect(listed).To(ContainElements(models), "paged two at a time to the end")
+		g.Expect(listed).To(HaveLen(len(uniq(listed))), "no model twice across pages")
+		one, err := ac.Models.Get(ctx, models[1], anthropic.ModelGetParams{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(one.ID).To(Equal(models[1]))
+		g.Expect(one.MaxTokens).To(Equal(int64(64000)), "the route's maxOutputTokens")
+		_, err = ac.Models.Get(ctx, "no-such-model", anthropic.ModelGetParams{})
+		var aerr *anthropic.Error
+		g.Expect(errors.As(err, &aerr)).To(BeTrue(), "%v", err)
+		g.Expect(aerr.StatusCode).To(Equal(http.StatusNotFound))
+
+		oc := openaiClient(acct.Key)
+		page, err := oc.Models.List(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		var oids []string
+		for _, m := range page.Data {
+			g.Expect(string(m.Object)).To(Equal("model"))
+			g.Expect(m.OwnedBy).NotTo(BeEmpty())
+			g.Expect(m.Created).To(BeNumerically(">", 0))
+			oids = append(oids, m.ID)
+		}
+		g.Expect(oids).To(ContainElements(models))
+		om, err := oc.Models.Get(ctx, models[2])
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(om.ID).To(Equal(models[2]))
+	})
+})
+
+func uniq(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

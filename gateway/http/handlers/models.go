@@ -30,6 +30,10 @@ type modelEntry struct {
 	CreatedAt              string   `json:"created_at"`
 	OwnedBy                string   `json:"owned_by"`
 	SupportedEndpointTypes []string `json:"supported_endpoint_types"`
+	// Lifecycle is Anthropic's lifecycle stage: a listed model is usable.
+	Lifecycle string `json:"lifecycle"`
+	// MaxTokens is the route's output cap, when it has one.
+	MaxTokens int32 `json:"max_tokens,omitempty"`
 }
 
 // entryOf is a route's model entry.
@@ -40,7 +44,8 @@ func entryOf(rt *v1.ModelRoute) modelEntry {
 	}
 	created := rt.CreationTimestamp.UTC()
 	return modelEntry{ID: string(rt.Spec.Model), Object: "model", Type: "model", DisplayName: name,
-		Created: created.Unix(), CreatedAt: created.Format(time.RFC3339), OwnedBy: ownedBy(rt), SupportedEndpointTypes: endpointTypes(rt)}
+		Created: created.Unix(), CreatedAt: created.Format(time.RFC3339), OwnedBy: ownedBy(rt), SupportedEndpointTypes: endpointTypes(rt),
+		Lifecycle: "active", MaxTokens: rt.Spec.MaxOutputTokens}
 }
 
 // modelTypes maps the type parameter to the model types it selects. Async
