@@ -193,8 +193,9 @@ func endpointsOf(t v1.ModelType) string {
 	return fmt.Sprintf("an endpoint for %s models", t)
 }
 
+// article is the indefinite article before a model type's name.
 func article(t v1.ModelType) string {
-	if strings.ContainsRune("aeiou", rune(string(t+"x")[0])) {
+	if t != "" && strings.ContainsRune("aeiou", rune(t[0])) {
 		return "an"
 	}
 	return "a"
