@@ -96,10 +96,10 @@ func (c *Config) defaults() {
 	}
 	if c.GroupWindow == 0 && c.Durability == DurableProcess {
 		// No flush to share, but an append is a write and a wake-up of every
-		// waiting handler: under load, rows that gather for 150 µs cost the
-		// gateway about 15 µs less CPU each (docs/performance.md, "The
-		// group window without a flush"). A lone client finds the journal
-		// idle and waits for nothing.
+		// waiting handler: under load, rows that gather for 150 µs share
+		// one append and cost the gateway less CPU each than an append
+		// apiece. A lone client finds the journal idle and waits for
+		// nothing.
 		c.GroupWindow = 150 * time.Microsecond
 	}
 	if c.GroupWindow == 0 {
@@ -570,7 +570,7 @@ var appended = func() *commit {
 // mu held, and reports whether it did. With DurableProcess an append is a
 // copy into the mapped file (spool.go), cheaper than the hand-over to the
 // journal goroutine it saves: the wake-up, the group window, the
-// acknowledgement's wake-up of the caller (docs/performance.md, "Stop 30").
+// acknowledgement's wake-up of the caller.
 // A failed append leaves the row to the queue, where the journal goroutine
 // retries it, falls back to the database and reports.
 func (w *Writer) appendNow(row store.UsageRow) bool {
