@@ -54,9 +54,10 @@ func ParseDurability(s string) (Durability, error) {
 type Config struct {
 	// Durability of an acknowledged row; default DurableDisk.
 	Durability Durability
-	// SpoolPath is the append-only journal every row is fsynced to before
-	// it is acknowledged, and where rows wait while the database is down.
-	// Required; put it on a persistent volume so a restart replays it.
+	// SpoolPath names the journal every row is appended to before it is
+	// acknowledged (the files <SpoolPath>.journal-<n>), and where rows wait
+	// while the database is down. Required; put it on a persistent volume
+	// so a restart replays it.
 	SpoolPath string
 	// QueueSize bounds the rows waiting for the next journal append
 	// (default 10000). A full queue blocks Submit: back-pressure, never a
