@@ -15,7 +15,10 @@
 #   4. a gateway/... path in docs/ or README.md that names no file or
 #      directory (a package that moved or was deleted); a trailing
 #      .Identifier (gateway/tasks.SubmissionOf) names the package's;
-#   5. the fuzz-target table of docs/development.md ("Fuzzing") not listing
+#   5. a rule cited by number ("rule 3", "rules 4 and 7") in docs/, README.md
+#      or a Go comment: the contract's rules are not in the repository, so a
+#      page or comment states the rule it relies on;
+#   6. the fuzz-target table of docs/development.md ("Fuzzing") not listing
 #      exactly the module's fuzz targets, package by package: the
 #      `func FuzzX(f *testing.F)` declarations of the test files, which is
 #      what `hack/fuzz.sh -list` lists. `hack/check-docs.sh -exact` compares
@@ -92,7 +95,12 @@ gone() {
 }
 report 'name of a path or declaration that does not exist (moved or deleted?)' < <(gone)
 
-# 5. The fuzz-target table against the module's fuzz targets.
+# 5. Rules cited by number.
+report 'rule cited by number (state what the rule says)' < <(
+  git grep -n -I -i -E '\brules? [0-9]+' -- "${docs[@]}" || true
+  git grep -n -I -i -E '//.*\brules? [0-9]+' -- '*.go' || true)
+
+# 6. The fuzz-target table against the module's fuzz targets.
 if $exact; then
   want=$(hack/fuzz.sh -list | sed 's#^\./##' | sort)
 else
