@@ -47,7 +47,8 @@ verify: manifests generate helm-lint ## Regenerate and fail when generated files
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 
 .PHONY: lint
-lint: golangci-lint ## go vet, a gofmt check and golangci-lint (.golangci.yml: linters and package layering rules).
+lint: golangci-lint ## The docs check (hack/check-docs.sh), go vet, a gofmt check and golangci-lint (.golangci.yml: linters and package layering rules).
+	@hack/check-docs.sh
 	go vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run $(GOLANGCI_LINT_FLAGS) ./...

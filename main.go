@@ -239,8 +239,9 @@ type managerFlags struct {
 	syncPeriod  time.Duration
 	// mirrorWrites bounds the status writes of the mirrors, per second.
 	mirrorWrites float64
-	// Private asset review: the per-round deadline and how long an unused
-	// reviewed asset stays reusable (contract rules 8 and 9).
+	// Private asset review: the per-round deadline (a review that does not
+	// decide in time fails the task without a fee) and how long an unused
+	// reviewed asset stays reusable (60 days by default).
 	reviewDeadline  time.Duration
 	reviewRetention time.Duration
 	housekeeping    housekeeping.Keeper

@@ -136,9 +136,9 @@ func prepared(rec store.ReviewAsset) preparation {
 }
 
 // prepareAsset looks up or starts the asset's shared preparation, copies a
-// URL asset into the blob store while it has no copy (rule 4: the bytes are
-// checked, not the URL), and asks the review service to decide it while
-// pending.
+// URL asset into the blob store while it has no copy (under private asset
+// review a URL asset is stored on demand and its bytes are checked, not the
+// URL), and asks the review service to decide it while pending.
 func (p *pass) prepareAsset(ctx context.Context, j *job, svc upstream.AssetReviewer, a store.ReviewAsset) (preparation, error) {
 	rec, err := p.Ledger.PrepareReviewAsset(ctx, a, p.now)
 	if err != nil {

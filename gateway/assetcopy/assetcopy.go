@@ -17,7 +17,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/uploads"
 )
 
-// Size caps of on-demand storage (private asset review rule 4).
+// Size caps of on-demand storage under private asset review: images up to
+// 20 MiB, videos and audio up to 100 MiB.
 const (
 	MaxImageBytes = 20 << 20
 	MaxMediaBytes = 100 << 20

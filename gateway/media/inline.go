@@ -10,7 +10,7 @@ import (
 )
 
 // ReviewInlineImageMaxBytes is the on-demand storage limit of one decoded
-// inline image under private asset review (rule 4: images up to 20 MiB).
+// inline image under private asset review: images up to 20 MiB.
 const ReviewInlineImageMaxBytes = 20 << 20
 
 // InlineKeyPrefix starts the key of an inline image: "sha256:" and the hex
@@ -29,8 +29,9 @@ func isInline(s string) bool {
 	return hasPrefixFold(s, "data:") || looksLikeBase64(s)
 }
 
-// decodeInlineImage decodes and validates an inline image (rule 3: raw
-// base64 or a data:image/...;base64 URI; decoded, validated, stored).
+// decodeInlineImage decodes and validates an inline image: under private
+// asset review an image may be raw base64 or a data:image/...;base64 URI,
+// which is decoded, validated and stored.
 func decodeInlineImage(path, raw string) (mediaRef, *ValidationError) {
 	s := strings.TrimSpace(raw)
 	payload := s

@@ -29,8 +29,8 @@ var (
 	videoRatios      = []string{VideoRatioAdaptive, "16:9", "9:16", "1:1", "4:3", "3:4"}
 	videoResolutions = []string{"480p", "720p", "1080p"}
 	// imageFields is the order in which the image field of a request is
-	// selected (contract, private asset review rule 1): the first nonempty
-	// one wins; fields are not merged.
+	// selected (the contract's private asset review names it): the first
+	// nonempty one wins; fields are not merged.
 	imageFields = []string{"image_with_roles", "reference_images", "image_urls", "images", "image"}
 	// imageRoles are the roles of image_with_roles items.
 	imageRoles = []string{RoleFirstFrame, RoleLastFrame, RoleReferenceImage}
@@ -84,8 +84,8 @@ type videoRequest struct {
 	// fields by name (reference_images, image_urls, images, image).
 	withRoles []mediaRef
 	images    map[string][]mediaRef
-	// selected are the images of the image field the request uses (rule 1:
-	// the first nonempty field; the others are ignored).
+	// selected are the images of the image field the request uses: the
+	// first nonempty one of imageFields; the others are ignored.
 	selected   []mediaRef
 	videos     []mediaRef // video_list: the model's own field, outside review scope
 	roleVideos []mediaRef // video_with_roles: reviewed
@@ -294,8 +294,8 @@ func (v *videoRequest) readImageRoles(body fields) *ValidationError {
 }
 
 // image validates one image value: a URL, or with review on also inline
-// data (rule 3), which is decoded and validated here and stored by the
-// gateway.
+// data (raw base64 or a data:image URI, which review allows for images
+// only), which is decoded and validated here and stored by the gateway.
 func (v *videoRequest) image(path, raw string) (mediaRef, *ValidationError) {
 	if v.review && isInline(raw) {
 		return decodeInlineImage(path, raw)
@@ -328,8 +328,9 @@ func (v *videoRequest) requiredURL(it fields, key string) (string, *ValidationEr
 
 // readImages reads the image fields other than image_with_roles.
 // reference_images is the family's field; image_urls, images and image are
-// accepted as other spellings (rule 1 names them). Each field is validated
-// (rule 5 covers every media field), but only the selected one is used
+// accepted as other spellings (the review's field precedence names them).
+// Each field is validated (under review an asset:// reference is refused in
+// every media field, selected or not), but only the selected one is used
 // (selectImages).
 func (v *videoRequest) readImages(body fields) *ValidationError {
 	for _, key := range imageFields[1:] {
@@ -373,9 +374,10 @@ func (v *videoRequest) readImages(body fields) *ValidationError {
 	return nil
 }
 
-// selectImages applies rule 1: the images come from the first nonempty of
-// image_with_roles, reference_images, image_urls, images, image. Fields are
-// not merged: the others are neither reviewed nor forwarded.
+// selectImages applies the field precedence: the images come from the
+// first nonempty of image_with_roles, reference_images, image_urls, images,
+// image. Fields are not merged: the others are neither reviewed nor
+// forwarded.
 func selectImages(withRoles []mediaRef, images map[string][]mediaRef) []mediaRef {
 	if len(withRoles) > 0 {
 		return withRoles
@@ -413,8 +415,8 @@ func (v *videoRequest) referenceImages() []mediaRef {
 // checkFrames applies the model's combination rule: first/last frames are
 // exclusive with every other media input: reference images (role
 // reference_image, or any other image field; the model rejects mixed image
-// fields even where rule 1 alone would select image_with_roles), reference
-// videos, reference audio, files and web links.
+// fields even where the precedence alone would select image_with_roles),
+// reference videos, reference audio, files and web links.
 func (v *videoRequest) checkFrames() *ValidationError {
 	frames := v.frames()
 	if len(frames) == 0 {
@@ -478,8 +480,8 @@ func (v *videoRequest) readVideos(body fields) *ValidationError {
 	return nil
 }
 
-// video reads one reference video: its URL (http or https only, rule 3)
-// and its optional duration.
+// video reads one reference video: its URL (http or https only: inline
+// data is allowed for images alone) and its optional duration.
 func (v *videoRequest) video(it fields, key string) (mediaRef, *ValidationError) {
 	u, err := v.requiredURL(it, key)
 	if err != nil {
@@ -564,10 +566,10 @@ func (v *videoRequest) readMedia(meta fields) *ValidationError {
 }
 
 // reviewAssets applies the private asset review rules: the images of the
-// selected image field (rule 1), the videos of video_with_roles and the audio
-// of audio_with_roles, in that order; video_list is outside review scope
-// (rule 6). URLs must not embed credentials; a URL used with two types is
-// rejected; a repeated URL of one type is reused.
+// selected image field, the videos of video_with_roles and the audio of
+// audio_with_roles, in that order; video_list is outside review scope. URLs
+// must not embed credentials; a URL used with two types is rejected; a
+// repeated URL of one type is reused.
 func (v *videoRequest) reviewAssets() ([]ReviewAsset, *ValidationError) {
 	type typed struct {
 		typ AssetType

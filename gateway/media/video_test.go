@@ -165,7 +165,7 @@ func TestVideoAccepted(t *testing.T) {
 		{name: "10 reference_image items", body: `{"prompt":"p","image_with_roles":` + roleItemsJSON(10, "reference_image") + `}`, check: func(g Gomega, n *Normalized, _ map[string]any) {
 			g.Expect(n.ReferenceImages).To(Equal(10))
 		}},
-		// rule 1: the first nonempty image field is used; the others are ignored
+		// the first nonempty image field is used; the others are ignored
 		{name: "reference_images wins over image_urls", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"image_urls":["https://a.example/2.png","https://a.example/3.png"]}`,
 			check: func(g Gomega, n *Normalized, req map[string]any) {
 				g.Expect(req["reference_images"]).To(Equal([]any{"https://a.example/1.png"}))
@@ -285,7 +285,7 @@ func TestVideoRejected(t *testing.T) {
 		{name: "review with an asset frame", body: `{"image_with_roles":[{"url":" ASSET://a-1","role":"first_frame"}],"private_asset_review":true}`, opts: reviewOn, param: "image_with_roles[0].url", msg: "asset:// references cannot be used"},
 		{name: "review with an asset video", body: `{"prompt":"p","video_list":[{"video_url":"asset://v-1"}],"private_asset_review":true}`, opts: reviewOn, param: "video_list[0].video_url", msg: "asset:// references cannot be used"},
 		{name: "review with an asset video_with_roles", body: `{"prompt":"p","video_with_roles":[{"url":"asset://v-1"}],"private_asset_review":true}`, opts: reviewOn, param: "video_with_roles[0].url", msg: "asset:// references cannot be used"},
-		{name: "review with an asset in a non-selected image field (rule 5)", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"image_urls":["asset://a-1"],"private_asset_review":true}`, opts: reviewOn, param: "image_urls[0]", msg: "asset:// references cannot be used"},
+		{name: "review with an asset in a non-selected image field (asset:// refused in every media field)", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"image_urls":["asset://a-1"],"private_asset_review":true}`, opts: reviewOn, param: "image_urls[0]", msg: "asset:// references cannot be used"},
 		{name: "review with an asset audio", body: `{"prompt":"p","reference_images":["https://a.example/1.png"],"audio_with_roles":[{"url":"asset://s-1"}],"private_asset_review":true}`, opts: reviewOn, param: "audio_with_roles[0].url", msg: "asset:// references cannot be used"},
 		{name: "review with an asset file", body: `{"prompt":"p","metadata":{"media":[{"type":"file","url":"asset://f-1"}]},"private_asset_review":true}`, opts: reviewOn, param: "metadata.media[0].url", msg: "asset:// references cannot be used"},
 		{name: "review with credentials in a URL", body: `{"prompt":"p","reference_images":["https://user:pw@a.example/1.png"],"private_asset_review":true}`, opts: reviewOn, param: "reference_images[0]", msg: "must not embed credentials"},
@@ -338,13 +338,13 @@ func TestVideoPrivateAssetReview(t *testing.T) {
 			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
 			{Type: AssetImage, URL: "https://a.example/2.png", Role: RoleReferenceImage},
 		}},
-		{"rule 1: image_with_roles wins over reference_images, which is not reviewed", `{"prompt":"p","reference_images":["https://a.example/2.png"],"image_with_roles":[{"url":"https://a.example/1.png","role":"reference_image"}],"private_asset_review":true}`, []ReviewAsset{
+		{"image_with_roles wins over reference_images, which is not reviewed", `{"prompt":"p","reference_images":["https://a.example/2.png"],"image_with_roles":[{"url":"https://a.example/1.png","role":"reference_image"}],"private_asset_review":true}`, []ReviewAsset{
 			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
 		}},
-		{"rule 1: reference_images wins over image_urls and image", `{"prompt":"p","image":"https://a.example/3.png","image_urls":["https://a.example/2.png"],"reference_images":["https://a.example/1.png"],"private_asset_review":true}`, []ReviewAsset{
+		{"reference_images wins over image_urls and image", `{"prompt":"p","image":"https://a.example/3.png","image_urls":["https://a.example/2.png"],"reference_images":["https://a.example/1.png"],"private_asset_review":true}`, []ReviewAsset{
 			{Type: AssetImage, URL: "https://a.example/1.png", Role: RoleReferenceImage},
 		}},
-		{"rule 1: images wins over image", `{"prompt":"p","image":"https://a.example/3.png","images":["https://a.example/2.png"],"private_asset_review":true}`, []ReviewAsset{
+		{"images wins over image", `{"prompt":"p","image":"https://a.example/3.png","images":["https://a.example/2.png"],"private_asset_review":true}`, []ReviewAsset{
 			{Type: AssetImage, URL: "https://a.example/2.png", Role: RoleReferenceImage},
 		}},
 		{"a non-selected image field may repeat a video URL: it is neither reviewed nor sent", `{"prompt":"p","reference_images":["https://a.example/1.png"],"images":["https://v.example/1.mp4"],"video_with_roles":[{"url":"https://v.example/1.mp4"}],"private_asset_review":true}`, []ReviewAsset{

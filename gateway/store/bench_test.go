@@ -75,8 +75,8 @@ func BenchmarkDirectReserveSettle(b *testing.B) {
 }
 
 // BenchmarkSummarize31Days runs the summary query of a 31-day window over
-// MODELGATE_BENCH_USAGE_ROWS rows (default 200000; the target is
-// 10000000 under 1 s) of one user spread over 20 tokens, on PostgreSQL.
+// MODELGATE_BENCH_USAGE_ROWS rows (default 200000; 10000000 must summarise
+// in under a second) of one user spread over 20 tokens, on PostgreSQL.
 //
 //	MODELGATE_BENCH_USAGE_ROWS=10000000 go test -run '^$' -bench Summarize31Days -benchtime 5x -timeout 30m ./gateway/store/
 func BenchmarkSummarize31Days(b *testing.B) {

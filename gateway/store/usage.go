@@ -236,9 +236,11 @@ func (f freshIDs) take(id string) bool {
 //
 // With allNew (SQLite) it inserts the chunk as if every row were new: the
 // usage writer's batches are, except when a journal is replayed, and the
-// plain INSERT costs the writer about 1.5 µs a row less than the one that
-// skips conflicts and returns what it inserted (docs/performance.md,
-// "Stop 28"). A present request ID fails that statement and the whole
+// plain INSERT costs the writer less per row than the one that skips
+// conflicts and returns what it inserted, and a statement that can only
+// fail with its transaction (OR ROLLBACK) needs no statement journal, which
+// SQLite would otherwise fill with every page the insert touches. A
+// present request ID fails that statement and the whole
 // transaction (errPresentRequestID), which InsertUsage then runs again the
 // careful way. PostgreSQL always takes the careful way.
 func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRow, allNew bool) (freshIDs, error) {
@@ -290,7 +292,7 @@ type chargeKey struct{ leaseID, tokenID, userID int64 }
 // matter). SQLite runs one write transaction at a time, so there is no lock
 // order to keep: it draws the leases first and reads the unlimited flags of
 // only the keys no lease paid for, usually none, which saves a lookup of
-// every token and tenant in the batch (docs/performance.md, "Stop 38").
+// every token and tenant in the batch.
 func (s *Store) applyCharges(ctx context.Context, tx *sql.Tx, rows []UsageRow) error {
 	if len(rows) == 0 {
 		return nil

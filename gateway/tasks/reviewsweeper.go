@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultReviewAssetRetention is how long a reviewed asset stays reusable
-// without use (rule 9: 60 days by default).
+// without use: the review's records are cleaned up after 60 days unused.
 const DefaultReviewAssetRetention = 60 * 24 * time.Hour
 
 // ReviewRecords are the review records the sweeper reads and deletes;

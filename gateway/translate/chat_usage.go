@@ -8,8 +8,8 @@ import (
 
 // decodeChatUsage decodes a chat completions usage object into u as
 // json.Unmarshal does, and reports whether it decoded. Every billed chat
-// answer passes here, and the decoder's reflection cost 1.5 µs of the
-// gateway's CPU per request (docs/performance.md, "Stop 28"), so the usual
+// answer passes here, and the decoder's reflection is a visible share of
+// the gateway's CPU per request, so the usual
 // shape (members once each, lower case, integer or null values, the two
 // details objects) is read by walking the bytes, and anything else is left
 // to json.Unmarshal: the two cannot disagree (FuzzChatUsageMatchesDecoder).

@@ -79,8 +79,7 @@ type journalFile struct {
 	noSync bool
 	// mem maps the file's first fileSize bytes while noSync: an append is
 	// then a copy into the kernel's page cache, the same pages a pwrite
-	// would fill, without the system call (a third of what journaling a
-	// row cost, docs/performance.md "Stop 30"). A SIGKILL keeps them as it
+	// would fill, without the system call. A SIGKILL keeps them as it
 	// keeps a pwrite's. Nil where the file could not be mapped.
 	mem []byte
 	buf bytes.Buffer

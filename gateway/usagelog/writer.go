@@ -54,9 +54,10 @@ func ParseDurability(s string) (Durability, error) {
 type Config struct {
 	// Durability of an acknowledged row; default DurableDisk.
 	Durability Durability
-	// SpoolPath is the append-only journal every row is fsynced to before
-	// it is acknowledged, and where rows wait while the database is down.
-	// Required; put it on a persistent volume so a restart replays it.
+	// SpoolPath names the journal every row is appended to before it is
+	// acknowledged (the files <SpoolPath>.journal-<n>), and where rows wait
+	// while the database is down. Required; put it on a persistent volume
+	// so a restart replays it.
 	SpoolPath string
 	// QueueSize bounds the rows waiting for the next journal append
 	// (default 10000). A full queue blocks Submit: back-pressure, never a
@@ -96,10 +97,10 @@ func (c *Config) defaults() {
 	}
 	if c.GroupWindow == 0 && c.Durability == DurableProcess {
 		// No flush to share, but an append is a write and a wake-up of every
-		// waiting handler: under load, rows that gather for 150 µs cost the
-		// gateway about 15 µs less CPU each (docs/performance.md, "The
-		// group window without a flush"). A lone client finds the journal
-		// idle and waits for nothing.
+		// waiting handler: under load, rows that gather for 150 µs share
+		// one append and cost the gateway less CPU each than an append
+		// apiece. A lone client finds the journal idle and waits for
+		// nothing.
 		c.GroupWindow = 150 * time.Microsecond
 	}
 	if c.GroupWindow == 0 {
@@ -570,7 +571,7 @@ var appended = func() *commit {
 // mu held, and reports whether it did. With DurableProcess an append is a
 // copy into the mapped file (spool.go), cheaper than the hand-over to the
 // journal goroutine it saves: the wake-up, the group window, the
-// acknowledgement's wake-up of the caller (docs/performance.md, "Stop 30").
+// acknowledgement's wake-up of the caller.
 // A failed append leaves the row to the queue, where the journal goroutine
 // retries it, falls back to the database and reports.
 func (w *Writer) appendNow(row store.UsageRow) bool {

@@ -30,9 +30,8 @@ type OpenStreams struct {
 	// of reading them to their end (a slow upstream's streams last long).
 	Abandon bool
 	// Settle is how long every stream stays open before the peak is
-	// measured: what a stream holds once it has run a while (the gateway
-	// moves an HTTP/1.1 stream that has lasted a second off net/http's
-	// connection at its next wait).
+	// measured: what a stream holds once it has run a while and waits
+	// between events, not what it holds while it opens.
 	Settle time.Duration
 	// Snapshot, when set, runs after each measurement: "before" the first
 	// stream and at the "peak" with every stream open (heap profiles whose

@@ -14,9 +14,8 @@
 #   CLIENT_H2C=1 make bench-streams      the clients speak HTTP/2 without TLS (prior knowledge),
 #                                        as an h2c-capable ingress in front of the gateway does
 #   SETTLE=0 make bench-streams          measure as soon as the last stream is open (default 5s:
-#                                        every stream has run past a chunk since it opened; the
-#                                        gateway moves an HTTP/1.1 stream older than a second off
-#                                        net/http's connection at its next wait)
+#                                        every stream has received a chunk after its first and
+#                                        waits between events, as a long stream does)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 N=${N:-10000} CHUNK_DELAY=${CHUNK_DELAY:-3s} SETTLE=${SETTLE:-5s}

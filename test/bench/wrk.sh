@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The external check of the gateway against the bare reverse proxy: every
 # target in a process of its own and wrk as the load generator, as an
-# outside reviewer measures it (docs/performance.md, "Separate processes").
+# outside reviewer measures it (docs/performance.md, "make bench-wrk: separate processes").
 #
 #   test/bench/wrk.sh                      # 3 rounds x json,stream, 8 s each
 #   ROUNDS=5 DURATION=10 CONNS=50 DURABILITY=process test/bench/wrk.sh

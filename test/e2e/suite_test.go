@@ -16,18 +16,16 @@ import (
 	"github.com/modelgate/modelgate/test/pgtest"
 )
 
-// stack is the whole system in this process, shared by every spec and by
-// the package's plain Test functions (see doc.go).
+// stack is the whole system in this process, shared by every spec (see
+// doc.go).
 var stack *framework.Stack
 
 // stackDir holds the stack's ledger and usage spool.
 var stackDir string
 
-// TestMain starts the one stack before any test of the package and stops it
-// after all of them: the specs of TestE2E and the plain Test functions not
-// yet written as specs share it, and the plain ones may run before or after
-// TestE2E (go test runs them in file order). pgtest.Run stops the PostgreSQL
-// server the outage and crash specs start.
+// TestMain starts the one stack before TestE2E runs the specs and stops it
+// after them. pgtest.Run stops the PostgreSQL server test/pgtest shares
+// among the specs that need one (the outage, crash and replica specs).
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevelWarn())))
 	code, err := runWithStack(m)

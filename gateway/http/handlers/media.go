@@ -604,8 +604,9 @@ func inlineKeys(namespace string, n *media.Normalized) map[string]string {
 	return out
 }
 
-// storeInline writes the decoded inline images (rule 3: decoded, validated,
-// stored). Keys are content-addressed, so a repeat rewrites the same bytes.
+// storeInline writes the decoded inline images (under private asset review
+// an inline image is decoded, validated and stored before it is used).
+// Keys are content-addressed, so a repeat rewrites the same bytes.
 func (m *Media) storeInline(ctx context.Context, n *media.Normalized, keys map[string]string) error {
 	for _, a := range n.ReviewAssets {
 		key, ok := keys[a.URL]

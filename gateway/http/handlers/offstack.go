@@ -8,8 +8,7 @@ package handlers
 // 8 KiB holds 8 KiB for its whole life. HTTP/2 runs each request's handler on
 // a goroutine of its own, and a stream's wait needs about 2.3 KiB of it: with
 // the deep work on another goroutine, whose stack goes back to the runtime
-// when it returns, the stream's stays at 4 KiB (docs/performance.md,
-// "Stop 27").
+// when it returns, the stream's stays at 4 KiB.
 //
 // A panic in fn is raised again on the caller's goroutine, where the
 // server's recovery (and http.ErrAbortHandler) expects it.

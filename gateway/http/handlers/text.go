@@ -80,9 +80,10 @@ func newRequestID() string { return store.NewRequestID() }
 // the request's deepest moment gave it while a stream waits on it (the
 // collector halves a stack only when under a quarter of it is in use, and a
 // waiting stream uses 2.3 to 4 KiB plus the runtime's 800-byte guard), so
-// what an open stream costs depends on that moment (docs/performance.md,
-// "Stop 26" and "Stop 27"). Over HTTP/2 the deep work runs off the stream's
-// stack (offStack), which then stays at 4 KiB.
+// what an open stream costs depends on that moment: with the deep work in
+// calls that return before the stream waits, the stack stays within 8 KiB.
+// Over HTTP/2 the deep work runs off the stream's stack (offStack), which
+// then stays at 4 KiB.
 func (t *Text) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	o := t.openOffStack(w, r, p)
 	if o.call == nil {

@@ -367,7 +367,7 @@ func run(conc int, dur time.Duration, n, nTokens, nRoutes, nTenants, writers, ch
 	fmt.Println()
 	printOpens(opens)
 	fmt.Println("\nCPU/req: this process's CPU time (gateway, controllers, bare proxy, fake upstream and load generator) per successful request of the phase.")
-	fmt.Println("API server + etcd CPU: what the control plane's processes took from the machine during the target's rounds; a target whose rounds it hit harder had less CPU to serve with (docs/performance.md, \"Stop 29\").")
+	fmt.Println("API server + etcd CPU: what the control plane's processes took from the machine during the target's rounds; a target whose rounds it hit harder had less CPU to serve with (docs/performance.md, \"Reading the table\").")
 	fmt.Printf("\nusage rows: %d successful gateway requests (warm-up included), %d new usage rows in the ledger", gatewayOK, got)
 	switch got {
 	case gatewayOK:
