@@ -119,11 +119,11 @@ func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) recon
 	defer cancel()
 	if err := netguard.Default.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
 		if errors.Is(err, netguard.ErrForbidden) {
-			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task webhook will be sent", netguard.Reason(err))
+			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task or alert webhook will be sent", netguard.Reason(err))
 		}
-		return reconciler.NotDone(v1.ReasonUnresolvable, "webhook host: %s; no task webhook will be sent", err.Error())
+		return reconciler.NotDone(v1.ReasonUnresolvable, "webhook host: %s; no task or alert webhook will be sent", err.Error())
 	}
-	return reconciler.Done(v1.ReasonReconciled, "task webhooks go to a public address")
+	return reconciler.Done(v1.ReasonReconciled, "task and alert webhooks go to a public address")
 }
 
 // refuseDuplicate holds up every other step of a second Tenant in a
