@@ -20,9 +20,12 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/internal/reconciler"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/budget"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tokenspec"
+	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
 // ApiTokenReconciler provisions keys, registers tokens in the ledger and
@@ -37,6 +40,12 @@ type ApiTokenReconciler struct {
 	Events events.EventRecorder
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
+	// APIReader reads an ApiToken from the API server, not the cache,
+	// before a budget alert is raised (mgr.GetAPIReader(); nil: Client).
+	APIReader client.Reader
+	// Webhooks sends budget alerts to the tenant's spec.webhook (the zero
+	// value is ready).
+	Webhooks webhook.Sender
 
 	// mirrors spreads the usage mirror's status writes (Setup: shared with
 	// the Tenant mirror; nil: no bound).
@@ -79,6 +88,7 @@ func (r *ApiTokenReconciler) skeleton() *reconciler.Reconciler[*v1.ApiToken] {
 			{Condition: v1.ConditionRegistered, Run: r.register},
 			{Condition: v1.ConditionUsageMirrored, Run: r.mirrorUsage},
 			{Run: r.setState},
+			{Informational: true, Run: r.raiseAlerts},
 		},
 		ReadyMessage:   func(*v1.ApiToken) string { return "key is provisioned and registered" },
 		MoreConditions: setLedgerSynced,
@@ -218,6 +228,64 @@ func (r *ApiTokenReconciler) setState(_ context.Context, tok *v1.ApiToken) recon
 		res = res.After(exp.Sub(now))
 	}
 	return res
+}
+
+// raiseAlerts measures spec.alerts against the ledger and raises the
+// thresholds the key's balance or a limit crossed, to the tenant's webhook
+// (alerts.go). Like the tenant's, it holds nothing up and does not count
+// for Ready.
+func (r *ApiTokenReconciler) raiseAlerts(ctx context.Context, tok *v1.ApiToken) reconciler.Result {
+	if len(tok.Spec.Alerts) == 0 && len(tok.Status.Alerts) == 0 {
+		return reconciler.Done(v1.ReasonReconciled, "no budget alerts")
+	}
+	tenant, err := readyTenant(ctx, r.Client, tok.Namespace)
+	if err != nil {
+		return reconciler.Kept(err)
+	}
+	var hook *v1.WebhookSpec
+	if tenant != nil {
+		hook = tenant.Spec.Webhook
+	}
+	f, err := r.usageFigures(ctx, tok)
+	if err != nil {
+		return stepFailed(tok, true, ledgerError{err})
+	}
+	return r.alerter().run(ctx, tok, alertInput{
+		subject: budget.Subject{Object: budget.ObjectApiToken, UID: string(tok.UID), Namespace: tok.Namespace, Name: tok.Name,
+			UserID: tok.Status.UserID, TokenID: tok.Status.TokenID, TokenName: tok.Spec.DisplayName},
+		thresholds: budget.ForToken(tok.Spec.Alerts),
+		figures:    f,
+		webhook:    hook,
+	})
+}
+
+// usageFigures are what the key's thresholds measure. Its balance is the
+// mirror's (leases held, not spent); its quota is the ledger's invariant
+// (balance + held + spent = what it started with); its use of a window is
+// what the ledger counts in it less what leases hold there, which no
+// request has spent.
+func (r *ApiTokenReconciler) usageFigures(ctx context.Context, tok *v1.ApiToken) (budget.Figures, error) {
+	u, err := r.Ledger.TokenUsage(ctx, tok.Status.TokenID)
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	h, err := r.Ledger.TokenHolds(ctx, tok.Status.TokenID)
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	now := r.Clock.Now()
+	remain := u.Remain + h.Leased
+	return budget.Figures{
+		Unlimited: u.Unlimited,
+		Remain:    remain,
+		Total:     remain + h.Reserved + u.Used,
+		Day:       budget.Window{Start: budget.DayStart(now), Used: max(u.DailyUsed-h.DayLeased, 0), Limit: billing.Quota(tok.Spec.DailyQuota)},
+		Month:     budget.Window{Start: budget.MonthStart(now), Used: max(u.MonthlyUsed-h.MonthLeased, 0), Limit: billing.Quota(tok.Spec.MonthlyQuota)},
+	}, nil
+}
+
+func (r *ApiTokenReconciler) alerter() *alerter {
+	return newAlerter(r.Client, r.APIReader, r.Events, &r.Webhooks, r.Clock, r.UsageSyncPeriod)
 }
 
 // SetupWithManager registers the reconciler. A Tenant becoming ready wakes

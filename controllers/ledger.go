@@ -17,11 +17,13 @@ type Ledger interface {
 	SetTenantUnlimited(ctx context.Context, userID int64, unlimited bool) error
 	ApplyGrant(ctx context.Context, userID int64, grantID string, amount billing.Quota) (bool, error)
 	TenantBalance(ctx context.Context, userID int64) (store.Balance, error)
+	TenantGranted(ctx context.Context, userID int64) (billing.Quota, error)
 	EnsureToken(ctx context.Context, spec store.TokenSpec) (int64, error)
 	UpdateTokenLimits(ctx context.Context, tokenID int64, l store.TokenLimits) error
 	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
 	TenantLeased(ctx context.Context, userID int64) (billing.Quota, error)
 	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
+	TokenHolds(ctx context.Context, tokenID int64) (store.TokenHolds, error)
 	DisableToken(ctx context.Context, tokenID int64) (billing.Quota, error)
 	DisableTenantTokens(ctx context.Context, userID int64) (billing.Quota, error)
 }

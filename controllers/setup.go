@@ -81,11 +81,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	workers := o.Concurrency.withDefaults()
 	mirrors := newMirrorBudget(o.MirrorWritesPerSecond)
-	if err := (&TenantReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
+	if err := (&TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
 		BalanceSyncPeriod: o.SyncPeriod, Workers: workers.Tenant, Events: mgr.GetEventRecorder("modelgate-tenant")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant controller: %w", err)
 	}
-	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
+	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
 		UsageSyncPeriod: o.SyncPeriod, Workers: workers.ApiToken, Events: mgr.GetEventRecorder("modelgate-apitoken")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("apitoken controller: %w", err)
 	}

@@ -8,8 +8,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -44,21 +46,41 @@ var _ = BeforeSuite(func() {
 	ledger, err = store.Open(ctx, "sqlite://"+filepath.Join(GinkgoT().TempDir(), "ledger.db"))
 	Expect(err).NotTo(HaveOccurred())
 
+	startManager()
+})
+
+// stopManager stops the running manager and waits until it has.
+var stopManager func()
+
+// startManager runs the controllers as a manager process does, on the
+// suite's control plane and ledger. A spec that restarts the manager calls
+// stopManager and then startManager: the new one knows only what the API
+// server and the ledger hold.
+func startManager() {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// A restarted manager registers the same controller names again.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(index.AddIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
 	// A short sync period lets specs watch mirrored ledger figures move.
 	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second, Upstreams: builtin.Registry(),
 		KnownProvider: func(name string) bool { return name == "simulated" || name == "openai" || name == "anthropic" }})).To(Succeed())
+	mctx, mcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
 	}()
-})
+	stopManager = func() {
+		mcancel()
+		Eventually(done, framework.Timeout).Should(BeClosed())
+	}
+}
 
 var _ = AfterSuite(func() {
 	if cancel != nil {

@@ -22,8 +22,10 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/budget"
 	"github.com/modelgate/modelgate/gateway/keys"
 	"github.com/modelgate/modelgate/gateway/platform/netguard"
+	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
 // DefaultBalanceSyncPeriod bounds how often ledger balances are mirrored into status.
@@ -41,6 +43,11 @@ type TenantReconciler struct {
 	Events events.EventRecorder
 	// Workers is the number of concurrent reconciles (Setup: Options.Concurrency).
 	Workers int
+	// APIReader reads a Tenant from the API server, not the cache, before
+	// a budget alert is raised (mgr.GetAPIReader(); nil: Client).
+	APIReader client.Reader
+	// Webhooks sends budget alerts to spec.webhook (the zero value is ready).
+	Webhooks webhook.Sender
 
 	// mirrors spreads the balance mirror's status writes (Setup: shared
 	// with the ApiToken mirror; nil: no bound).
@@ -75,6 +82,7 @@ func (r *TenantReconciler) skeleton() *reconciler.Reconciler[*v1.Tenant] {
 			{Condition: v1.ConditionGrantsApplied, Informational: true, Run: r.applyGrants},
 			{Condition: v1.ConditionAccessTokenReady, Independent: true, Run: r.ensureAccessToken},
 			{Run: r.mirrorBalance},
+			{Informational: true, Run: r.raiseAlerts},
 		},
 		ReadyMessage:   func(*v1.Tenant) string { return "tenant is registered and its access token is ready" },
 		MoreConditions: setLedgerSynced,
@@ -111,11 +119,11 @@ func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) recon
 	defer cancel()
 	if err := netguard.Default.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
 		if errors.Is(err, netguard.ErrForbidden) {
-			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task webhook will be sent", netguard.Reason(err))
+			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task or alert webhook will be sent", netguard.Reason(err))
 		}
-		return reconciler.NotDone(v1.ReasonUnresolvable, "webhook host: %s; no task webhook will be sent", err.Error())
+		return reconciler.NotDone(v1.ReasonUnresolvable, "webhook host: %s; no task or alert webhook will be sent", err.Error())
 	}
-	return reconciler.Done(v1.ReasonReconciled, "task webhooks go to a public address")
+	return reconciler.Done(v1.ReasonReconciled, "task and alert webhooks go to a public address")
 }
 
 // refuseDuplicate holds up every other step of a second Tenant in a
@@ -306,6 +314,49 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) reco
 		t.Status.BalanceSyncedAt = &synced
 	}
 	return mirrored.After(period)
+}
+
+// raiseAlerts measures spec.alerts against the ledger and raises the
+// thresholds the balance crossed (alerts.go). It holds nothing up and does
+// not count for Ready: an alert that cannot be sent yet is retried, never a
+// reason to take the tenant's keys offline.
+func (r *TenantReconciler) raiseAlerts(ctx context.Context, t *v1.Tenant) reconciler.Result {
+	if len(t.Spec.Alerts) == 0 && len(t.Status.Alerts) == 0 {
+		return reconciler.Done(v1.ReasonReconciled, "no budget alerts")
+	}
+	f, err := r.balanceFigures(ctx, t.Status.UserID)
+	if err != nil {
+		return stepFailed(t, true, ledgerError{err})
+	}
+	return r.alerter().run(ctx, t, alertInput{
+		subject: budget.Subject{Object: budget.ObjectTenant, UID: string(t.UID), Namespace: t.Namespace, Name: t.Name,
+			UserID: t.Status.UserID},
+		thresholds: budget.ForTenant(t.Spec.Alerts),
+		figures:    f,
+		webhook:    t.Spec.Webhook,
+	})
+}
+
+// balanceFigures are what the tenant's thresholds measure: its balance as
+// the mirror shows it (leases held, not spent) against its grants.
+func (r *TenantReconciler) balanceFigures(ctx context.Context, userID int64) (budget.Figures, error) {
+	b, err := r.Ledger.TenantBalance(ctx, userID)
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	leased, err := r.Ledger.TenantLeased(ctx, userID)
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	granted, err := r.Ledger.TenantGranted(ctx, userID)
+	if err != nil {
+		return budget.Figures{}, err
+	}
+	return budget.Figures{Unlimited: b.Unlimited, Remain: b.Remain + leased, Total: granted}, nil
+}
+
+func (r *TenantReconciler) alerter() *alerter {
+	return newAlerter(r.Client, r.APIReader, r.Events, &r.Webhooks, r.Clock, r.BalanceSyncPeriod)
 }
 
 // SetupWithManager registers the reconciler; Secrets it owns wake it.

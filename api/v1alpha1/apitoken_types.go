@@ -9,6 +9,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="!(has(self.keySecretRef) && has(self.keyHash))",message="set at most one of keySecretRef or keyHash"
 // +kubebuilder:validation:XValidation:rule="has(self.keyHash) == has(self.keyPrefix)",message="keyHash and keyPrefix go together"
 // +kubebuilder:validation:XValidation:rule="!has(self.modelLimits) || size(self.modelLimits) == 0 || self.modelLimitsEnabled",message="modelLimits requires modelLimitsEnabled: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.alerts) || self.alerts.all(a, !has(a.dailyLimitPercent) || (has(self.dailyQuota) && self.dailyQuota > 0))",message="a dailyLimitPercent alert needs a dailyQuota"
+// +kubebuilder:validation:XValidation:rule="!has(self.alerts) || self.alerts.all(a, !has(a.monthlyLimitPercent) || (has(self.monthlyQuota) && self.monthlyQuota > 0))",message="a monthlyLimitPercent alert needs a monthlyQuota"
 type ApiTokenSpec struct {
 	// displayName is the key's name as the contract shows it (`name`).
 	// +required
@@ -103,6 +105,19 @@ type ApiTokenSpec struct {
 	// when every backend of the key's group failed.
 	// +optional
 	CrossGroupRetry bool `json:"crossGroupRetry,omitempty"`
+
+	// alerts warn before the key's balance or a limit runs out. Each
+	// threshold fires once when the figure crosses it (a Warning Event on
+	// the ApiToken, a balance.low or limit.reached webhook to the tenant's
+	// webhook, a metric) and again only after the figure went back to the
+	// safe side, such as in a new day or month. Thresholds are measured
+	// when the controller mirrors the ledger, so an alert comes at most one
+	// status sync period after the crossing. Balance thresholds are not
+	// measured while unlimitedQuota is set.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b == a))",message="alerts must not repeat a threshold"
+	Alerts []ApiTokenAlert `json:"alerts,omitempty"`
 }
 
 // TokenState is the contract's token status.
@@ -170,6 +185,15 @@ type ApiTokenStatus struct {
 	// written when a figure changed, at most once per sync period.
 	// +optional
 	UsageSyncedAt *metav1.Time `json:"usageSyncedAt,omitempty"`
+
+	// alerts says where each threshold of spec.alerts stands once it has
+	// fired: the fired state lives here, so a restarted manager neither
+	// fires a crossing again nor loses one.
+	// +optional
+	// +listType=map
+	// +listMapKey=threshold
+	// +kubebuilder:validation:MaxItems=8
+	Alerts []AlertStatus `json:"alerts,omitempty"`
 }
 
 // ApiToken is an API key of a tenant: a bearer credential with limits.

@@ -17,8 +17,15 @@ const (
 	EventTaskFailed    = "TaskFailed"
 	// EventTaskSettled: a task's charge was confirmed in the ledger.
 	EventTaskSettled = "TaskSettled"
-	// EventWebhookGaveUp: a task's webhook was not delivered after every attempt.
+	// EventWebhookGaveUp: a task's webhook, or a budget alert's, was not
+	// delivered after every attempt.
 	EventWebhookGaveUp = "WebhookGaveUp"
+	// EventBalanceLow (Warning, Tenant or ApiToken): the balance crossed a
+	// threshold of spec.alerts.
+	EventBalanceLow = "BalanceLow"
+	// EventLimitReached (Warning, ApiToken): the quota used in a day or a
+	// month crossed a threshold of spec.alerts.
+	EventLimitReached = "LimitReached"
 )
 
 // Types of the webhook events a tenant receives when a GenerationTask ends
@@ -26,4 +33,14 @@ const (
 const (
 	WebhookEventTaskCompleted = "task.completed"
 	WebhookEventTaskFailed    = "task.failed"
+)
+
+// Types of the webhook events of budget alerts (spec.alerts of a Tenant or
+// an ApiToken), sent to the tenant's webhook.
+const (
+	// WebhookEventBalanceLow: a balance fell below a threshold.
+	WebhookEventBalanceLow = "balance.low"
+	// WebhookEventLimitReached: a key's daily or monthly use reached a
+	// threshold of its limit.
+	WebhookEventLimitReached = "limit.reached"
 )

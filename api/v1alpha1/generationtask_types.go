@@ -378,7 +378,8 @@ const (
 	WebhookFailed    WebhookState = "failed"
 )
 
-// WebhookDelivery records the delivery of a task's final-state event.
+// WebhookDelivery records the delivery of one webhook event: a task's final
+// state, or a budget alert.
 type WebhookDelivery struct {
 	// id is the event ID (the webhook-id header), the same on every retry
 	// so that receivers can drop duplicates.

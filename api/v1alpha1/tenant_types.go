@@ -58,12 +58,26 @@ type TenantSpec struct {
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
 
 	// webhook receives the final state (completed or failed, with its
-	// billing) of each of the tenant's image and video tasks.
+	// billing) of each of the tenant's image and video tasks, and the
+	// budget alerts of the tenant and its keys (balance.low, limit.reached).
 	// +optional
 	Webhook *WebhookSpec `json:"webhook,omitempty"`
+
+	// alerts warn before the balance runs out. Each threshold fires once
+	// when the balance crosses it (a Warning Event on the Tenant, a
+	// balance.low webhook, a metric) and again only after the balance went
+	// back above it, such as after a grant. Thresholds are measured when
+	// the controller mirrors the ledger, so an alert comes at most one
+	// status sync period after the crossing. Not measured while
+	// unlimitedQuota is set.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b == a))",message="alerts must not repeat a threshold"
+	Alerts []TenantAlert `json:"alerts,omitempty"`
 }
 
-// WebhookSpec is where and how task webhooks are delivered. Deliveries are
+// WebhookSpec is where and how webhooks (task events and budget alerts) are
+// delivered. Deliveries are
 // signed in the Standard Webhooks style (webhook-id, webhook-timestamp and
 // webhook-signature headers; HMAC-SHA256 over "id.timestamp.body").
 type WebhookSpec struct {
@@ -157,6 +171,15 @@ type TenantStatus struct {
 	// balanceSyncedAt is when remainQuota and usedQuota were last mirrored.
 	// +optional
 	BalanceSyncedAt *metav1.Time `json:"balanceSyncedAt,omitempty"`
+
+	// alerts says where each threshold of spec.alerts stands once it has
+	// fired: the fired state lives here, so a restarted manager neither
+	// fires a crossing again nor loses one.
+	// +optional
+	// +listType=map
+	// +listMapKey=threshold
+	// +kubebuilder:validation:MaxItems=8
+	Alerts []AlertStatus `json:"alerts,omitempty"`
 }
 
 // Tenant is one customer account. Exactly one Tenant lives in a tenant

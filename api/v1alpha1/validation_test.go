@@ -112,6 +112,42 @@ var _ = Describe("CRD validation", func() {
 			"modelLimits requires modelLimitsEnabled: true"),
 		Entry("a key Secret reference without a key", func(t *v1.ApiToken) { t.Spec.KeySecretRef = &v1.SecretKeyRef{Name: "s"} },
 			"spec.keySecretRef.key"),
+		Entry("one alert of each kind", func(t *v1.ApiToken) {
+			t.Spec.DailyQuota, t.Spec.MonthlyQuota = 100000, 1000000
+			t.Spec.Alerts = []v1.ApiTokenAlert{{RemainingPercent: ptr.To[int32](20)}, {RemainingCredits: dec("0.5")},
+				{DailyLimitPercent: ptr.To[int32](80)}, {MonthlyLimitPercent: ptr.To[int32](100)}}
+		}, ""),
+		Entry("an alert with two thresholds", func(t *v1.ApiToken) {
+			t.Spec.DailyQuota = 100000
+			t.Spec.Alerts = []v1.ApiTokenAlert{{RemainingPercent: ptr.To[int32](20), DailyLimitPercent: ptr.To[int32](80)}}
+		}, "set exactly one of remainingPercent, remainingCredits, dailyLimitPercent or monthlyLimitPercent"),
+		Entry("an alert with no threshold", func(t *v1.ApiToken) { t.Spec.Alerts = []v1.ApiTokenAlert{{}} },
+			"set exactly one of remainingPercent, remainingCredits, dailyLimitPercent or monthlyLimitPercent"),
+		Entry("a daily limit alert without a daily limit", func(t *v1.ApiToken) {
+			t.Spec.Alerts = []v1.ApiTokenAlert{{DailyLimitPercent: ptr.To[int32](80)}}
+		}, "a dailyLimitPercent alert needs a dailyQuota"),
+		Entry("a monthly limit alert without a monthly limit", func(t *v1.ApiToken) {
+			t.Spec.DailyQuota = 100000
+			t.Spec.Alerts = []v1.ApiTokenAlert{{MonthlyLimitPercent: ptr.To[int32](80)}}
+		}, "a monthlyLimitPercent alert needs a monthlyQuota"),
+		Entry("a limit alert above 100%", func(t *v1.ApiToken) {
+			t.Spec.DailyQuota = 100000
+			t.Spec.Alerts = []v1.ApiTokenAlert{{DailyLimitPercent: ptr.To[int32](101)}}
+		}, "spec.alerts[0].dailyLimitPercent"),
+		Entry("a remaining alert at 100%", func(t *v1.ApiToken) {
+			t.Spec.Alerts = []v1.ApiTokenAlert{{RemainingPercent: ptr.To[int32](100)}}
+		}, "spec.alerts[0].remainingPercent"),
+		Entry("an alert at 0 credits", func(t *v1.ApiToken) {
+			t.Spec.Alerts = []v1.ApiTokenAlert{{RemainingCredits: dec("0.000")}}
+		}, "remainingCredits must be more than 0"),
+		Entry("the same alert twice", func(t *v1.ApiToken) {
+			t.Spec.Alerts = []v1.ApiTokenAlert{{RemainingPercent: ptr.To[int32](20)}, {RemainingPercent: ptr.To[int32](20)}}
+		}, "alerts must not repeat a threshold"),
+		Entry("nine alerts", func(t *v1.ApiToken) {
+			for p := range int32(9) {
+				t.Spec.Alerts = append(t.Spec.Alerts, v1.ApiTokenAlert{RemainingPercent: ptr.To(10 + p)})
+			}
+		}, "spec.alerts: Too many"),
 	)
 
 	DescribeTable("ModelRoute",
@@ -204,6 +240,28 @@ var _ = Describe("CRD validation", func() {
 			t.Spec.Webhook = validWebhook("https://hooks.example.com/tasks")
 			t.Spec.Webhook.MaxAttempts = 20
 		}, "spec.webhook.maxAttempts"),
+		Entry("alerts on the balance", func(t *v1.Tenant) {
+			t.Spec.Alerts = []v1.TenantAlert{{RemainingPercent: ptr.To[int32](20)}, {RemainingCredits: dec("500")}, {RemainingPercent: ptr.To[int32](5)}}
+		}, ""),
+		Entry("an alert with both thresholds", func(t *v1.Tenant) {
+			t.Spec.Alerts = []v1.TenantAlert{{RemainingPercent: ptr.To[int32](20), RemainingCredits: dec("500")}}
+		}, "set exactly one of remainingPercent or remainingCredits"),
+		Entry("an alert with no threshold", func(t *v1.Tenant) { t.Spec.Alerts = []v1.TenantAlert{{}} },
+			"set exactly one of remainingPercent or remainingCredits"),
+		Entry("an alert at 0%", func(t *v1.Tenant) { t.Spec.Alerts = []v1.TenantAlert{{RemainingPercent: ptr.To[int32](0)}} },
+			"spec.alerts[0].remainingPercent"),
+		Entry("an alert at 0 credits", func(t *v1.Tenant) { t.Spec.Alerts = []v1.TenantAlert{{RemainingCredits: dec("0")}} },
+			"remainingCredits must be more than 0"),
+		Entry("an alert at ten credits in words", func(t *v1.Tenant) { t.Spec.Alerts = []v1.TenantAlert{{RemainingCredits: dec("ten")}} },
+			"must be a non-negative decimal string"),
+		Entry("the same alert twice", func(t *v1.Tenant) {
+			t.Spec.Alerts = []v1.TenantAlert{{RemainingCredits: dec("500")}, {RemainingCredits: dec("500")}}
+		}, "alerts must not repeat a threshold"),
+		Entry("nine alerts", func(t *v1.Tenant) {
+			for p := range int32(9) {
+				t.Spec.Alerts = append(t.Spec.Alerts, v1.TenantAlert{RemainingPercent: ptr.To(10 + p)})
+			}
+		}, "spec.alerts: Too many"),
 	)
 
 	DescribeTable("GenerationTask",

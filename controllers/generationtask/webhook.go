@@ -130,7 +130,7 @@ func (r *WebhookReconciler) deliver(ctx context.Context, t *v1.GenerationTask, n
 
 // send builds, signs and posts the event.
 func (r *WebhookReconciler) send(ctx context.Context, t *v1.GenerationTask, spec *v1.WebhookSpec, id string, now time.Time) webhook.Result {
-	key, err := r.signingKey(ctx, t.Namespace, spec.SecretRef)
+	key, err := SigningKey(ctx, r.Client, t.Namespace, spec.SecretRef)
 	if err != nil {
 		return webhook.Result{Err: err}
 	}
@@ -149,10 +149,11 @@ func (r *WebhookReconciler) send(ctx context.Context, t *v1.GenerationTask, spec
 	return r.Webhooks.Send(ctx, spec.URL, key, id, body, now)
 }
 
-// signingKey reads the signing secret from the tenant's namespace.
-func (r *WebhookReconciler) signingKey(ctx context.Context, ns string, ref v1.SecretKeyRef) ([]byte, error) {
+// SigningKey reads a tenant's webhook signing key from the Secret its
+// spec.webhook.secretRef names in namespace ns.
+func SigningKey(ctx context.Context, c client.Reader, ns string, ref v1.SecretKeyRef) ([]byte, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("webhook signing secret %s does not exist", ref.Name)
 		}

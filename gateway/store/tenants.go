@@ -89,6 +89,16 @@ func (s *Store) TenantBalance(ctx context.Context, userID int64) (Balance, error
 	return b, nil
 }
 
+// TenantGranted is the sum of the tenant's grants: every quota it was ever
+// given (a negative grant, a correction, counts against it).
+func (s *Store) TenantGranted(ctx context.Context, userID int64) (billing.Quota, error) {
+	var sum int64
+	if err := s.rdb.QueryRowContext(ctx, s.q(`SELECT COALESCE(SUM(amount), 0) FROM grants WHERE user_id = ?`), userID).Scan(&sum); err != nil {
+		return 0, fmt.Errorf("grants of tenant %d: %w", userID, err)
+	}
+	return billing.Quota(sum), nil
+}
+
 func expectOne(res sql.Result, what string, id int64) error {
 	n, err := res.RowsAffected()
 	if err != nil {

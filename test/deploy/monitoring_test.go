@@ -20,7 +20,7 @@ var (
 
 // definedMetrics are the metric names the code registers (gateway/platform/metrics).
 func definedMetrics(t *testing.T) []string {
-	files, err := filepath.Glob(filepath.Join(root, "gateway", "metrics", "*.go"))
+	files, err := filepath.Glob(filepath.Join(root, "gateway", "platform", "metrics", "*.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("metric sources: %v", err)
 	}
@@ -107,6 +107,9 @@ func TestHelmTemplateDashboardAndAlerts(t *testing.T) {
 	g.Expect(alerts).To(HaveKey("ModelgateUpstreamErrorRatio"))
 	g.Expect(alerts).To(HaveKey("ModelgateReservationsRefused"))
 	g.Expect(alerts).To(HaveKey("ModelgateManagerWithoutLeader"))
+	g.Expect(alerts).To(HaveKey("ModelgateBudgetAlert"))
+	g.Expect(usedMetrics(alerts["ModelgateBudgetAlert"])).To(ConsistOf("modelgate_budget_alerts_total"))
+	g.Expect(alerts["ModelgateBudgetAlert"]).To(ContainSubstring("[1h]"), "the window comes from the values")
 	g.Expect(alerts["ModelgateUpstreamErrorRatio"]).To(ContainSubstring("> 0.1"), "the threshold comes from the values")
 	g.Expect(usedMetrics(alerts["ModelgateUpstreamErrorRatio"])).To(ConsistOf("modelgate_upstream_errors_total", "modelgate_upstream_attempts_total"),
 		"failed attempts over all attempts, not over finished requests")

@@ -97,10 +97,21 @@ var (
 	})
 )
 
+// BudgetAlerts counts budget alerts raised (the manager's leader): one per
+// crossing of a threshold of a Tenant's or an ApiToken's spec.alerts. The
+// labels are bounded: the tenant's namespace, the object ("tenant" or
+// "api_token") and the kind of threshold (remaining_percent,
+// remaining_credits, daily_limit_percent, monthly_limit_percent), never
+// an amount or a name the tenant chose.
+var BudgetAlerts = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "modelgate_budget_alerts_total",
+	Help: "Budget alerts raised (a threshold of spec.alerts crossed), by tenant namespace, object and kind of threshold.",
+}, []string{"tenant", "object", "threshold"})
+
 func init() {
 	ctrlmetrics.Registry.MustRegister(Requests, Duration, TimeToFirstByte, UpstreamErrors, UpstreamAttempts, Tokens, QuotaCharged,
 		TenantTokens, TenantQuotaCharged, ReservationsRefused,
-		LeasesSwept, LeaseQuotaReturned, StaleReservationsRefunded, StaleQuotaRefunded)
+		LeasesSwept, LeaseQuotaReturned, StaleReservationsRefunded, StaleQuotaRefunded, BudgetAlerts)
 }
 
 // UsageWriter is what the usage-writer gauges read.
