@@ -106,6 +106,7 @@ type common struct {
 	systemNamespace string
 	devLogs         bool
 	pprofAddr       string
+	egress          egressFlags
 }
 
 // registerPprof adds --pprof-bind-address: net/http/pprof on a private
@@ -122,38 +123,48 @@ func (c *common) register(fs *flag.FlagSet) {
 		"namespace of platform-wide ModelRoutes and PriceRules")
 	fs.BoolVar(&c.devLogs, "dev-logs", false, "human-readable logs instead of JSON")
 	registerPprof(fs, &c.pprofAddr)
-	registerNetGuard(fs)
-	registerUpstream(fs)
+	c.egress.register(fs)
 }
 
-// registerUpstream adds --upstream-response-header-timeout: the ceiling on
-// the wait for an upstream's response headers, whatever the backend's own
-// timeout (which ends a call earlier).
-func registerUpstream(fs *flag.FlagSet) {
+// egressFlags shape the process's outbound HTTP (wire.SystemOptions).
+type egressFlags struct {
+	// guard takes --allow-private-networks: CIDRs or addresses that tenant-
+	// and client-chosen URLs (webhooks, reference images, output downloads)
+	// may reach although they are not public (local development).
+	guard *netguard.Guard
+	// headerTimeout is --upstream-response-header-timeout: the ceiling on
+	// the wait for an upstream's response headers, whatever the backend's
+	// own timeout (which ends a call earlier).
+	headerTimeout time.Duration
+}
+
+// register adds the egress flags to fs. MODELGATE_ALLOW_PRIVATE_NETWORKS
+// adds to the allow-list, which is empty by default.
+func (e *egressFlags) register(fs *flag.FlagSet) {
+	e.guard, e.headerTimeout = &netguard.Guard{}, upstream.DefaultResponseHeaderTimeout
+	if env := os.Getenv("MODELGATE_ALLOW_PRIVATE_NETWORKS"); env != "" {
+		if err := e.guard.AllowList(env); err != nil {
+			fmt.Fprintln(os.Stderr, "MODELGATE_ALLOW_PRIVATE_NETWORKS:", err)
+			os.Exit(2)
+		}
+	}
+	fs.Func("allow-private-networks", "comma-separated CIDRs or addresses that webhook, reference-image and download URLs may reach although not public, e.g. 127.0.0.1/32 for local receivers (env MODELGATE_ALLOW_PRIVATE_NETWORKS); default none",
+		e.guard.AllowList)
 	fs.Func("upstream-response-header-timeout", fmt.Sprintf("longest wait for an upstream's response headers once the request is written, for every upstream call (a non-streamed answer's headers come with its whole body); a backend's timeoutSeconds ends a call earlier; 0 means no bound (default %s)", upstream.DefaultResponseHeaderTimeout),
 		func(v string) error {
 			d, err := time.ParseDuration(v)
 			if err == nil && d < 0 {
 				err = errors.New("must not be negative")
 			}
-			upstream.SetResponseHeaderTimeout(d)
+			e.headerTimeout = d
 			return err
 		})
 }
 
-// registerNetGuard adds --allow-private-networks: CIDRs or addresses that
-// tenant- and client-chosen URLs (webhooks, reference images, output
-// downloads) may reach although they are not public (local development).
-// MODELGATE_ALLOW_PRIVATE_NETWORKS adds to it. Empty by default.
-func registerNetGuard(fs *flag.FlagSet) {
-	if env := os.Getenv("MODELGATE_ALLOW_PRIVATE_NETWORKS"); env != "" {
-		if err := netguard.Default.AllowList(env); err != nil {
-			fmt.Fprintln(os.Stderr, "MODELGATE_ALLOW_PRIVATE_NETWORKS:", err)
-			os.Exit(2)
-		}
-	}
-	fs.Func("allow-private-networks", "comma-separated CIDRs or addresses that webhook, reference-image and download URLs may reach although not public, e.g. 127.0.0.1/32 for local receivers (env MODELGATE_ALLOW_PRIVATE_NETWORKS); default none",
-		netguard.Default.AllowList)
+// options are the egress fields of wire.SystemOptions.
+func (e *egressFlags) options(o wire.SystemOptions) wire.SystemOptions {
+	o.Guard, o.UpstreamResponseHeaderTimeout = e.guard, e.headerTimeout
+	return o
 }
 
 func envOr(key, def string) string {
@@ -307,13 +318,13 @@ func runManager(ctx context.Context, args []string) error {
 	// blob store (MODELGATE_BLOB_URL or MODELGATE_BLOB_DIR); it only writes,
 	// the gateways sign the links.
 	var g gatewayFlags
-	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
+	sys, err := wire.NewSystem(ctx, c.egress.options(wire.SystemOptions{
 		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
 		MetricsAddr: m.metricsAddr, ProbeAddr: m.probeAddr, LeaderElection: m.leaderElect, PprofAddr: c.pprofAddr,
 		Controllers: &controllers.Options{SyncPeriod: m.syncPeriod, MirrorWritesPerSecond: m.mirrorWrites, ReviewDeadline: m.reviewDeadline,
 			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping, Concurrency: m.concurrency},
 		ManagerBlobs: g.options(""),
-	})
+	}))
 	if err != nil {
 		return err
 	}
@@ -407,10 +418,10 @@ func runGateway(ctx context.Context, args []string) error {
 	// The gateway is a manager without controllers or leader election: it
 	// gets the shared informer cache, its indexes and the metrics endpoint.
 	opts := g.options(envOr("MODELGATE_SPOOL_DIR", os.TempDir()))
-	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
+	sys, err := wire.NewSystem(ctx, c.egress.options(wire.SystemOptions{
 		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
 		MetricsAddr: g.metricsAddr, Gateway: &opts, PprofAddr: c.pprofAddr,
-	})
+	}))
 	if err != nil {
 		return err
 	}
@@ -439,6 +450,7 @@ type devFlags struct {
 	database   string
 	housekeep  housekeeping.Keeper
 	pprofAddr  string
+	egress     egressFlags
 }
 
 // runDev starts the embedded system: local control plane, SQLite ledger,
@@ -455,8 +467,7 @@ func runDev(ctx context.Context, args []string) error {
 	sysNS := fs.String("system-namespace", "modelgate-system", "namespace of platform-wide routes and prices")
 	fs.StringVar(&d.database, "database", "", "ledger DSN, e.g. postgres://user@localhost/modelgate for a PostgreSQL you already run; default: SQLite in the data directory")
 	registerHousekeeping(fs, &d.housekeep)
-	registerNetGuard(fs)
-	registerUpstream(fs)
+	d.egress.register(fs)
 	registerPprof(fs, &d.pprofAddr)
 	_ = fs.Parse(args)
 	setupLogs(true)
@@ -497,11 +508,11 @@ func runDev(ctx context.Context, args []string) error {
 	// One process, one manager: the controllers write generated media to
 	// the blob store the gateway serves and signs.
 	opts := g.options(dataDir)
-	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
+	sys, err := wire.NewSystem(ctx, d.egress.options(wire.SystemOptions{
 		Config: cp.Config, Ledger: ledger, SystemNamespace: *sysNS,
 		Controllers: &controllers.Options{SyncPeriod: 10 * time.Second, Housekeeping: d.housekeep},
 		Gateway:     &opts, PprofAddr: d.pprofAddr,
-	})
+	}))
 	if err != nil {
 		return err
 	}

@@ -3,16 +3,20 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/modelgate/modelgate/controllers/generationtask"
+	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/tasks"
 	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
 // Options configure every reconciler.
@@ -26,10 +30,16 @@ type Options struct {
 	MirrorWritesPerSecond float64
 	// KnownProvider reports whether a provider adapter exists (nil: any).
 	KnownProvider func(name string) bool
-	// Upstreams are the adapters GenerationTasks run on (builtin.Registry()).
+	// Upstreams are the adapters GenerationTasks run on (builtin.Registry, built once per process by the composition root).
 	Upstreams *upstream.Registry
 	// Blobs receives generated media (GenerationTask controller).
 	Blobs *blob.Store
+	// Guard decides which addresses tenant- and client-chosen URLs may
+	// reach: webhooks, review assets (nil: public addresses only).
+	Guard *netguard.Guard
+	// Downloads fetches the output URLs task upstreams name (the process's
+	// upstream.Egress.Downloads; nil: public addresses only).
+	Downloads *http.Client
 	// TaskRetention keeps final GenerationTask objects this long; default 1h.
 	TaskRetention time.Duration
 	// ReviewDeadline bounds one private asset review round; default 20 min.
@@ -81,11 +91,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	workers := o.Concurrency.withDefaults()
 	mirrors := newMirrorBudget(o.MirrorWritesPerSecond)
+	webhooks := webhook.NewSender(o.Guard, "")
 	if err := (&TenantReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
+		Guard: o.Guard, Webhooks: webhooks,
 		BalanceSyncPeriod: o.SyncPeriod, Workers: workers.Tenant, Events: mgr.GetEventRecorder("modelgate-tenant")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant controller: %w", err)
 	}
-	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors,
+	if err := (&ApiTokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: o.Ledger, Clock: o.Clock, mirrors: mirrors, Webhooks: webhooks,
 		UsageSyncPeriod: o.SyncPeriod, Workers: workers.ApiToken, Events: mgr.GetEventRecorder("modelgate-apitoken")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("apitoken controller: %w", err)
 	}
@@ -93,12 +105,17 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Workers: workers.ModelRoute}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("modelroute controller: %w", err)
 	}
+	var copier generationtask.AssetCopier
+	if o.Blobs != nil {
+		copier = assetcopy.NewCopier(o.Blobs, o.Blobs, o.Guard)
+	}
 	if err := (&generationtask.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: o.Ledger, Upstreams: o.Upstreams, Blobs: o.Blobs, Clock: o.Clock,
+		Downloads: o.Downloads, Copier: copier,
 		Retention: o.TaskRetention, ReviewDeadline: o.ReviewDeadline, Workers: workers.GenerationTask,
 		Events: mgr.GetEventRecorder("modelgate-generationtask")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask controller: %w", err)
 	}
-	if err := (&generationtask.WebhookReconciler{Client: mgr.GetClient(), Blobs: o.Blobs, Clock: o.Clock, Workers: workers.TaskWebhook,
+	if err := (&generationtask.WebhookReconciler{Client: mgr.GetClient(), Blobs: o.Blobs, Clock: o.Clock, Workers: workers.TaskWebhook, Webhooks: webhooks,
 		Events: mgr.GetEventRecorder("modelgate-taskwebhook")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask webhook controller: %w", err)
 	}

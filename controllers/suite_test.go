@@ -18,6 +18,7 @@ import (
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/test/framework"
 )
@@ -67,7 +68,7 @@ func startManager() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(index.AddIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
 	// A short sync period lets specs watch mirrored ledger figures move.
-	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second, Upstreams: builtin.Registry(),
+	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second, Upstreams: builtin.Registry(upstream.Egress{}),
 		KnownProvider: func(name string) bool { return name == "simulated" || name == "openai" || name == "anthropic" }})).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)
 	done := make(chan struct{})

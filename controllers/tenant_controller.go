@@ -48,6 +48,9 @@ type TenantReconciler struct {
 	APIReader client.Reader
 	// Webhooks sends budget alerts to spec.webhook (the zero value is ready).
 	Webhooks webhook.Sender
+	// Guard judges spec.webhook's address (the process's
+	// --allow-private-networks; nil: public addresses only).
+	Guard *netguard.Guard
 
 	// mirrors spreads the balance mirror's status writes (Setup: shared
 	// with the ApiToken mirror; nil: no bound).
@@ -117,7 +120,7 @@ func (r *TenantReconciler) checkWebhook(ctx context.Context, t *v1.Tenant) recon
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a slow resolver must not hold the reconcile
 	defer cancel()
-	if err := netguard.Default.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
+	if err := r.Guard.Resolve(ctx, nil, t.Spec.Webhook.URL); err != nil {
 		if errors.Is(err, netguard.ErrForbidden) {
 			return reconciler.NotDone(v1.ReasonForbiddenAddress, "webhook URL refused: %s; no task or alert webhook will be sent", netguard.Reason(err))
 		}

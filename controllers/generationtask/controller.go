@@ -3,6 +3,7 @@ package generationtask
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -60,12 +61,15 @@ type Reconciler struct {
 	// GetAPIReader); nil reads through Client.
 	APIReader client.Reader
 	Ledger    Ledger
-	// Upstreams are the adapters tasks run on (builtin.Registry()); the
+	// Upstreams are the adapters tasks run on (built once per process by builtin.Registry); the
 	// simulated backend is one of them.
 	Upstreams *upstream.Registry
 	// Blobs receives generated assets; nil fails every task.
 	Blobs *blob.Store
-	Clock clock.PassiveClock
+	// Downloads fetches the output URLs an upstream names (the process's
+	// upstream.Egress.Downloads; nil: public addresses only).
+	Downloads *http.Client
+	Clock     clock.PassiveClock
 	// Retention keeps a final task object this long; default DefaultRetention.
 	Retention time.Duration
 	// ReviewDeadline bounds one private asset review round; default

@@ -236,7 +236,9 @@ func (p *pass) final(ctx context.Context, j *job, s upstream.Status) (ctrl.Resul
 		}
 		return ctrl.Result{}, p.failWith(ctx, t, failureCode(0, s.ErrorCode), msg)
 	}
-	res, err := tasks.StoreOutputs(ctx, p.Blobs, outputTarget(j), s.Outputs)
+	to := outputTarget(j)
+	to.Downloads = p.Downloads
+	res, err := tasks.StoreOutputs(ctx, p.Blobs, to, s.Outputs)
 	if err != nil {
 		ue, ok := errors.AsType[*upstream.Error](err)
 		switch {

@@ -25,11 +25,13 @@ import (
 	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/gateway/upstream/simulated"
+	"github.com/modelgate/modelgate/gateway/webhook"
 )
 
 // The specs drive the task and webhook reconcilers step by step with a fake
@@ -83,9 +85,14 @@ func setUp() {
 	Expect(err).NotTo(HaveOccurred())
 	recorded = events.NewFakeRecorder(100)
 	copies = &fakeCopier{}
-	r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk,
+	r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(upstream.Egress{}), Blobs: blobs, Clock: clk,
 		Retention: retention, Events: recorded, Copier: copies}
-	hooks = &generationtask.WebhookReconciler{Client: c, Blobs: r.Blobs, Clock: clk, Events: recorded}
+	// The webhook receivers listen on loopback, as
+	// --allow-private-networks=127.0.0.1/32,::1 would allow.
+	loopback := &netguard.Guard{}
+	loopback.AllowLoopback()
+	hooks = &generationtask.WebhookReconciler{Client: c, Blobs: r.Blobs, Clock: clk, Events: recorded,
+		Webhooks: webhook.NewSender(loopback, "")}
 }
 
 // submit does what the gateway does: reserve, then create the task.

@@ -10,7 +10,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
@@ -31,9 +30,6 @@ func TestGenerationTask(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
-	// The webhook receivers listen on loopback, as
-	// --allow-private-networks=127.0.0.1/32,::1 would allow.
-	netguard.Default.AllowLoopback()
 	var err error
 	ledger, err = store.Open(ctx, "sqlite://"+filepath.Join(GinkgoT().TempDir(), "ledger.db"))
 	Expect(err).NotTo(HaveOccurred())

@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 )
@@ -96,7 +97,7 @@ var _ = Describe("GenerationTask reconciler on upstream adapters", func() {
 		Expect(corev1.AddToScheme(scheme)).To(Succeed())
 		c = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.GenerationTask{}).
 			WithObjects(route, secret).Build()
-		r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs, Clock: clk}
+		r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(upstream.Egress{}), Blobs: blobs, Clock: clk}
 	})
 
 	submit := func(request string, n int64, backends ...string) *v1.GenerationTask {

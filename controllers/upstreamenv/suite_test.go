@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/test/framework"
 )
@@ -61,7 +62,7 @@ func startManager() {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(), Blobs: blobs,
+	Expect((&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(upstream.Egress{}), Blobs: blobs,
 		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)
 	done := make(chan struct{})

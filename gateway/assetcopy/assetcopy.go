@@ -64,9 +64,12 @@ type Copier struct {
 	// the network: those links exist to feed generation requests, and
 	// the egress guard refuses the gateway's own, non-public address.
 	Own OwnLinks
-	// Client fetches the assets; nil uses netguard.Default (internal
-	// addresses refused, redirects rechecked).
+	// Client fetches the assets; nil: a client of Guard's (internal
+	// addresses refused, redirects rechecked). NewCopier makes one to keep.
 	Client *http.Client
+	// Guard decides which addresses a nil Client may dial; nil: public
+	// ones only.
+	Guard *netguard.Guard
 	// Timeout bounds one copy; default DefaultTimeout.
 	Timeout time.Duration
 }
@@ -170,8 +173,16 @@ func (c *Copier) client() *http.Client {
 	if c.Client != nil {
 		return c.Client
 	}
-	return defaultClient
+	return guardedClient(c.Guard)
 }
 
-// defaultClient is shared: its transport keeps connections to asset hosts.
-var defaultClient = netguard.Default.Client(netguard.ClientOptions{MaxRedirects: maxRedirects})
+// NewCopier returns a Copier into blobs whose one client, kept for the
+// process (its transport keeps connections to asset hosts), dials what
+// guard allows.
+func NewCopier(blobs uploads.Putter, own OwnLinks, guard *netguard.Guard) *Copier {
+	return &Copier{Blobs: blobs, Own: own, Guard: guard, Client: guardedClient(guard)}
+}
+
+func guardedClient(g *netguard.Guard) *http.Client {
+	return g.Client(netguard.ClientOptions{MaxRedirects: maxRedirects})
+}

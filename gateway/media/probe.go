@@ -62,6 +62,9 @@ type HTTPImageProbe struct {
 	// AllowPrivateNetworks lets the default client reach loopback and private
 	// addresses (tests, or trusted in-cluster object stores).
 	AllowPrivateNetworks bool
+	// Guard decides which addresses the default client may dial otherwise
+	// (the process's --allow-private-networks); nil: public ones only.
+	Guard *netguard.Guard
 	// UserAgent is sent when set.
 	UserAgent string
 	// LocalPrefix and Local serve URLs that start with LocalPrefix() in
@@ -219,7 +222,7 @@ func (w *pipeResponse) Flush() { w.WriteHeader(http.StatusOK) }
 
 func (p *HTTPImageProbe) newClient() *http.Client {
 	if !p.AllowPrivateNetworks {
-		return netguard.Default.Client(netguard.ClientOptions{MaxRedirects: probeMaxRedirects})
+		return p.Guard.Client(netguard.ClientOptions{MaxRedirects: probeMaxRedirects})
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,

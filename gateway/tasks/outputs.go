@@ -35,6 +35,9 @@ type OutputTarget struct {
 	Type     string
 	Keep     int
 	MaxBytes int64
+	// Downloads fetches output URLs: the process's guarded download client
+	// (upstream.Egress.Downloads; nil: public addresses only).
+	Downloads *http.Client
 }
 
 // StoreOutputs copies an upstream's outputs into the blob store (so result
@@ -84,7 +87,7 @@ func storeOutput(ctx context.Context, blobs *blob.Store, to OutputTarget, i int,
 }
 
 // download streams an output URL into the blob store through the guarded
-// download client (upstream.Downloads), at most to.MaxBytes, sniffing the
+// download client (to.Downloads), at most to.MaxBytes, sniffing the
 // content type when the upstream does not name one.
 func download(ctx context.Context, blobs *blob.Store, to OutputTarget, i int, u string) (string, error) {
 	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
@@ -96,7 +99,7 @@ func download(ctx context.Context, blobs *blob.Store, to OutputTarget, i int, u 
 	if err != nil {
 		return "", &upstream.Error{Class: upstream.Permanent, Message: "an output URL is invalid", Err: err}
 	}
-	resp, err := upstream.Downloads.Do(req)
+	resp, err := upstream.Egress{Downloads: to.Downloads}.DownloadsOr().Do(req)
 	if errors.Is(err, netguard.ErrForbidden) {
 		return "", &upstream.Error{Class: upstream.Permanent, Message: "an output URL's address is not allowed: " + netguard.Reason(err)}
 	}

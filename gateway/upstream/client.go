@@ -23,52 +23,92 @@ var dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 const MaxResponseHeaderBytes = 1 << 20
 
 // DefaultResponseHeaderTimeout bounds the wait for an upstream's response
-// headers after the request is written (SetResponseHeaderTimeout). A
-// non-streamed answer arrives whole, headers last, so the bound is a
+// headers after the request is written (--upstream-response-header-timeout).
+// A non-streamed answer arrives whole, headers last, so the bound is a
 // ceiling above any backend's own timeout (timeoutSeconds), which ends a
 // call earlier: the ceiling ends a silent upstream whose caller set none.
 const DefaultResponseHeaderTimeout = 10 * time.Minute
 
-// Transport is the upstream transport of every adapter, HTTPS and plain
-// HTTP alike: net/http's, which reads each idle connection continuously and
-// closes one that sends bytes nobody asked for, so no byte of one answer
-// can reach the next request on a pooled connection. Many idle connections
-// per host (the text hot path reuses them), HTTP/2 when the upstream
-// offers it, bounded dial, TLS and header times, a header size cap.
-var Transport = &http.Transport{
-	Proxy:                  http.ProxyFromEnvironment,
-	DialContext:            dialer.DialContext,
-	ForceAttemptHTTP2:      true,
-	MaxIdleConns:           4096,
-	MaxIdleConnsPerHost:    1024,
-	IdleConnTimeout:        90 * time.Second,
-	TLSHandshakeTimeout:    10 * time.Second,
-	ExpectContinueTimeout:  time.Second,
-	ResponseHeaderTimeout:  DefaultResponseHeaderTimeout,
-	MaxResponseHeaderBytes: MaxResponseHeaderBytes,
-	// An open stream over HTTP/1.1 holds one connection's pair of buffers
-	// for its whole life, and reads and writes larger than a buffer pass
-	// it by (bufio), so bigger buffers buy no throughput but cost memory
-	// per open stream. The read buffer keeps the default 4 KiB: it takes a
-	// burst of events in one read. The write buffer holds a request's
-	// headers (and a small body) once per request and then sits idle for
-	// the stream's life: 1 KiB of it still sends a short request in one
-	// write, a longer body goes out in a second.
-	ReadBufferSize:  4 << 10,
-	WriteBufferSize: 1 << 10,
+// NewTransport returns the upstream transport of every adapter, HTTPS and
+// plain HTTP alike: net/http's, which reads each idle connection
+// continuously and closes one that sends bytes nobody asked for, so no byte
+// of one answer can reach the next request on a pooled connection. Many
+// idle connections per host (the text hot path reuses them), HTTP/2 when
+// the upstream offers it, bounded dial, TLS and header times, a header size
+// cap. headerTimeout bounds the wait for response headers; zero or less: no
+// bound.
+func NewTransport(headerTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           4096,
+		MaxIdleConnsPerHost:    1024,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		ResponseHeaderTimeout:  max(headerTimeout, 0),
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		// An open stream over HTTP/1.1 holds one connection's pair of
+		// buffers for its whole life, and reads and writes larger than a
+		// buffer pass it by (bufio), so bigger buffers buy no throughput
+		// but cost memory per open stream. The read buffer keeps the
+		// default 4 KiB: it takes a burst of events in one read. The write
+		// buffer holds a request's headers (and a small body) once per
+		// request and then sits idle for the stream's life: 1 KiB of it
+		// still sends a short request in one write, a longer body goes out
+		// in a second.
+		ReadBufferSize:  4 << 10,
+		WriteBufferSize: 1 << 10,
+	}
 }
 
-// SetResponseHeaderTimeout sets Transport's bound on the wait for response
-// headers (the gateway's and manager's --upstream-response-header-timeout);
-// call it at start, before any request. Zero or less: no bound.
-func SetResponseHeaderTimeout(d time.Duration) {
-	Transport.ResponseHeaderTimeout = max(d, 0)
+// Egress is one process's outbound HTTP, built once by the composition root
+// (NewEgress) and passed to whatever calls out: the adapters, the task
+// output downloads.
+type Egress struct {
+	// API reaches the platform-configured upstream endpoints (a route's
+	// baseURL). Time limits come from the request's context (see Invoke),
+	// not from a client timeout, so streams can run as long as they need.
+	API *http.Client
+	// Downloads fetches the output URLs a task upstream names: only public
+	// addresses (and the guard's allow-list), rechecked on every redirect,
+	// since the URL is not the platform's choice.
+	Downloads *http.Client
 }
 
-// Client is the shared upstream HTTP client (platform-configured base
-// URLs). Time limits come from the request's context (see Invoke), not from
-// Client.Timeout, so streams can run as long as they need.
-var Client = &http.Client{Transport: Transport}
+// EgressOptions shape NewEgress.
+type EgressOptions struct {
+	// ResponseHeaderTimeout bounds the wait for an upstream's response
+	// headers; zero or less: no bound.
+	ResponseHeaderTimeout time.Duration
+	// Guard decides which addresses Downloads may dial; nil: public only.
+	Guard *netguard.Guard
+	// WrapAPI, when set, wraps the API transport (trace context per
+	// upstream attempt).
+	WrapAPI func(http.RoundTripper) http.RoundTripper
+}
+
+// DownloadsOr is e.Downloads, or a client that dials public addresses only
+// when e has none (a Call a test builds alone).
+func (e Egress) DownloadsOr() *http.Client {
+	if e.Downloads != nil {
+		return e.Downloads
+	}
+	return (*netguard.Guard)(nil).Client(netguard.ClientOptions{MaxRedirects: 5})
+}
+
+// NewEgress builds a process's outbound clients.
+func NewEgress(o EgressOptions) Egress {
+	var api http.RoundTripper = NewTransport(o.ResponseHeaderTimeout)
+	if o.WrapAPI != nil {
+		api = o.WrapAPI(api)
+	}
+	return Egress{
+		API:       &http.Client{Transport: api},
+		Downloads: o.Guard.Client(netguard.ClientOptions{MaxRedirects: 5}),
+	}
+}
 
 // RoundTrip sends a text request through c's transport alone, as a reverse
 // proxy does. A model API answers rather than redirects, and following a
@@ -88,20 +128,15 @@ func RoundTrip(c *http.Client, req *http.Request) (*http.Response, error) {
 	return rt.RoundTrip(req)
 }
 
-// ClientOr is c, or Client when c is nil: the adapters' constructors take
-// a client for tests and use the shared one otherwise.
+// ClientOr is c, or a client of its own on a new upstream transport when c
+// is nil: the composition root passes its Egress.API to every adapter;
+// tests that build one alone pass nil.
 func ClientOr(c *http.Client) *http.Client {
 	if c == nil {
-		return Client
+		return &http.Client{Transport: NewTransport(DefaultResponseHeaderTimeout)}
 	}
 	return c
 }
-
-// Downloads fetches the output URLs a task upstream names: only public
-// addresses (and the process's allow-list), rechecked on every redirect,
-// since the URL is not the platform's choice. Time limits come from the
-// request contexts.
-var Downloads = netguard.Default.Client(netguard.ClientOptions{MaxRedirects: 5})
 
 // NewJSONRequest builds a POST of body to url with JSON content type and,
 // for streams, an event-stream Accept header.
@@ -130,11 +165,11 @@ type Exchange struct {
 	Body   []byte
 }
 
-// Do sends a task request and reads the answer (at most MaxBody). A
-// transport failure (refused, reset, timeout) is returned as an *Error of
-// class onNetwork.
-func Do(req *http.Request, onNetwork Class) (*Exchange, error) {
-	resp, err := Client.Do(req)
+// Do sends a task request with client (nil: ClientOr) and reads the answer
+// (at most MaxBody). A transport failure (refused, reset, timeout) is
+// returned as an *Error of class onNetwork.
+func Do(client *http.Client, req *http.Request, onNetwork Class) (*Exchange, error) {
+	resp, err := ClientOr(client).Do(req)
 	if err != nil {
 		msg := "the upstream could not be reached"
 		if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
@@ -163,6 +198,8 @@ type TaskRequest struct {
 	Submit bool
 	// Authorize sets the vendor's authentication (and any header of its own).
 	Authorize func(*http.Request)
+	// Client sends it: the call's Egress.API (nil: ClientOr).
+	Client *http.Client
 }
 
 // Send sends r under its timeout and reads the answer whatever its status:
@@ -195,7 +232,7 @@ func (r TaskRequest) Send(ctx context.Context) (*Exchange, error) {
 	if r.Submit {
 		onNetwork = Failover
 	}
-	return Do(req, onNetwork)
+	return Do(r.Client, req, onNetwork)
 }
 
 // KeyHeader authorizes a request with the backend's key in header, after

@@ -53,7 +53,7 @@ func names(evs []upstream.Event) []string {
 
 func TestRegistry(t *testing.T) {
 	g := NewWithT(t)
-	reg := builtin.Registry()
+	reg := builtin.Registry(upstream.Egress{})
 	g.Expect(reg.Names()).To(ContainElements(anthropic.Name, openai.Name, simulated.Name, simulated.NameOpenAI))
 	p, ok := reg.Text(anthropic.Name)
 	g.Expect(ok).To(BeTrue())

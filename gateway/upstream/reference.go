@@ -26,13 +26,13 @@ type Reference struct {
 
 // FetchReference reads a request's reference image (an http(s) URL, or a
 // base64 data: URL the gateway stored) for an upstream that wants the bytes.
-// URLs go through Downloads, like the outputs: the URL is the tenant's
+// URLs go through downloads (Egress.Downloads), like the outputs: the URL is the tenant's
 // choice, so only public addresses (and the process's allow-list) are
 // reached. At most limit bytes are read. A refused address, a 4xx, an empty
 // body, a file that is not an image or one over the limit is the request's
 // fault (Permanent); a network failure, 429 or 5xx may pass (Failover,
 // retryable: nothing was sent upstream yet).
-func FetchReference(ctx context.Context, raw string, limit int64) (Reference, error) {
+func FetchReference(ctx context.Context, downloads *http.Client, raw string, limit int64) (Reference, error) {
 	if strings.HasPrefix(raw, "data:") {
 		return dataReference(raw, limit)
 	}
@@ -45,7 +45,7 @@ func FetchReference(ctx context.Context, raw string, limit int64) (Reference, er
 	if err != nil {
 		return Reference{}, &Error{Class: Permanent, Message: "a reference image URL is invalid", Err: err}
 	}
-	resp, err := Downloads.Do(req)
+	resp, err := downloads.Do(req)
 	if errors.Is(err, netguard.ErrForbidden) {
 		return Reference{}, &Error{Class: Permanent, Message: "a reference image's address is not allowed: " + netguard.Reason(err)}
 	}

@@ -32,31 +32,33 @@ func TestFetchReference(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 
-	// Loopback is refused until the process allows it.
-	_, err := upstream.FetchReference(ctx, srv.URL+"/img", 1<<20)
+	// Loopback is refused unless the guard allows it.
+	_, err := upstream.FetchReference(ctx, upstream.Egress{}.DownloadsOr(), srv.URL+"/img", 1<<20)
 	ue, _ := upstream.As(err)
 	g.Expect(ue).NotTo(BeNil())
 	g.Expect(ue.Class).To(Equal(upstream.Permanent))
 	g.Expect(ue.Message).To(ContainSubstring("not allowed"))
 
-	netguard.Default.AllowLoopback()
-	ref, err := upstream.FetchReference(ctx, srv.URL+"/img", 1<<20)
+	guard := &netguard.Guard{}
+	guard.AllowLoopback()
+	downloads := upstream.NewEgress(upstream.EgressOptions{Guard: guard}).Downloads
+	ref, err := upstream.FetchReference(ctx, downloads, srv.URL+"/img", 1<<20)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ref).To(Equal(upstream.Reference{Data: png, MIMEType: "image/png"}))
 
-	ref, err = upstream.FetchReference(ctx, "data:image/png;base64,"+base64.StdEncoding.EncodeToString(png), 1<<20)
+	ref, err = upstream.FetchReference(ctx, downloads, "data:image/png;base64,"+base64.StdEncoding.EncodeToString(png), 1<<20)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ref.Data).To(Equal(png))
 
 	for path, class := range map[string]upstream.Class{"/text": upstream.Permanent, "/missing": upstream.Permanent, "/busy": upstream.Failover} {
-		_, err := upstream.FetchReference(ctx, srv.URL+path, 1<<20)
+		_, err := upstream.FetchReference(ctx, downloads, srv.URL+path, 1<<20)
 		ue, _ := upstream.As(err)
 		g.Expect(ue).NotTo(BeNil(), path)
 		g.Expect(ue.Class).To(Equal(class), path)
 	}
-	_, err = upstream.FetchReference(ctx, srv.URL+"/img", 8)
+	_, err = upstream.FetchReference(ctx, downloads, srv.URL+"/img", 8)
 	ue, _ = upstream.As(err)
 	g.Expect(ue.Message).To(ContainSubstring("larger than 8 bytes"))
-	_, err = upstream.FetchReference(ctx, "file:///etc/passwd", 8)
+	_, err = upstream.FetchReference(ctx, downloads, "file:///etc/passwd", 8)
 	g.Expect(err).To(HaveOccurred())
 }

@@ -21,20 +21,28 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream"
 )
 
-// The cases below hold the gateway's upstream client (upstream.Client, the
-// transport every adapter uses) against upstreams that break HTTP/1.1 on
-// purpose. The expectations are net/http's: whatever replaces the
-// transport must keep every one of them.
+// The cases below hold the gateway's upstream client (Egress.API on
+// NewTransport, the transport every adapter uses) against upstreams that
+// break HTTP/1.1 on purpose. The expectations are net/http's: whatever
+// replaces the transport must keep every one of them.
+
+// client is one process's upstream client: every case shares its pool, as
+// every tenant's request does in the gateway.
+var client = upstream.NewEgress(upstream.EgressOptions{ResponseHeaderTimeout: upstream.DefaultResponseHeaderTimeout}).API
 
 // call sends one request of tenant through the gateway's client and returns
 // the answer's status and body.
 func call(ctx context.Context, method, url, tenant string, body io.Reader) (int, string, error) {
+	return callWith(ctx, client, method, url, tenant, body)
+}
+
+func callWith(ctx context.Context, client *http.Client, method, url, tenant string, body io.Reader) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return 0, "", err
 	}
 	req.Header.Set("X-Tenant", tenant)
-	resp, err := upstream.RoundTrip(upstream.Client, req)
+	resp, err := upstream.RoundTrip(client, req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -313,7 +321,7 @@ func TestControlCharactersInTheURLAreRefused(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		set(u)
 		req := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}}
-		_, err = upstream.RoundTrip(upstream.Client, req)
+		_, err = upstream.RoundTrip(client, req)
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(ContainSubstring("control character"))
 	}
@@ -367,7 +375,7 @@ func TestAmbiguousFraming(t *testing.T) {
 
 // An upstream that takes the request and never answers: the transport's
 // response-header timeout ends the call even when its context sets no
-// deadline. Not parallel: it changes the shared transport's timeout.
+// deadline.
 func TestSilentUpstreamHitsTheResponseHeaderTimeout(t *testing.T) {
 	g := NewWithT(t)
 	quit := make(chan struct{})
@@ -376,11 +384,10 @@ func TestSilentUpstreamHitsTheResponseHeaderTimeout(t *testing.T) {
 		return false
 	})
 	defer close(quit)
-	upstream.SetResponseHeaderTimeout(200 * time.Millisecond)
-	defer upstream.SetResponseHeaderTimeout(upstream.DefaultResponseHeaderTimeout)
+	short := upstream.NewEgress(upstream.EgressOptions{ResponseHeaderTimeout: 200 * time.Millisecond}).API
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, _, err := call(ctx, http.MethodGet, p.URL(), "A", nil)
+	_, _, err := callWith(ctx, short, http.MethodGet, p.URL(), "A", nil)
 	g.Expect(err).To(MatchError(ContainSubstring("timeout awaiting response headers")))
 	g.Expect(ctx.Err()).NotTo(HaveOccurred())
 	var ne net.Error

@@ -79,12 +79,27 @@ func RetryAfter(n int32) time.Duration {
 	return step + jitter
 }
 
-// Sender posts events. The zero value uses a client with a 10 s timeout
-// that does not follow redirects (a redirect is not an acknowledgement) and
-// refuses internal addresses (gateway/platform/netguard).
+// Sender posts events to URLs a tenant chose. NewSender makes one whose
+// client has a 10 s timeout, does not follow redirects (a redirect is not an
+// acknowledgement) and dials only what the guard allows (public addresses
+// and the process's allow-list); the zero value does the same for public
+// addresses only, on a client made per attempt.
 type Sender struct {
-	Client    *http.Client
+	// Client sends the attempts as is when set (tests); nil: a guarded one.
+	Client *http.Client
+	// Guard decides which receiver addresses are refused before signing,
+	// when set or when Client is nil (then public ones only).
+	Guard     *netguard.Guard
 	UserAgent string
+}
+
+// NewSender returns a Sender whose one client dials what guard allows.
+func NewSender(guard *netguard.Guard, userAgent string) Sender {
+	return Sender{Client: guarded(guard), Guard: guard, UserAgent: userAgent}
+}
+
+func guarded(g *netguard.Guard) *http.Client {
+	return g.Client(netguard.ClientOptions{Timeout: 10 * time.Second})
 }
 
 // Result is the outcome of one attempt.
@@ -101,8 +116,8 @@ type Result struct {
 
 // Send makes one signed delivery attempt at now.
 func (s *Sender) Send(ctx context.Context, url string, key []byte, id string, body []byte, now time.Time) Result {
-	if s.Client == nil { // the default client is the guarded one: refuse what it would refuse, before signing
-		if _, err := netguard.Default.CheckURL(url); err != nil {
+	if s.Client == nil || s.Guard != nil { // a guarded client: refuse what it would refuse, before signing
+		if _, err := s.Guard.CheckURL(url); err != nil {
 			return Result{Err: errForbidden, Forbidden: true}
 		}
 	}
@@ -136,15 +151,11 @@ func (s *Sender) Send(ctx context.Context, url string, key []byte, id string, bo
 	return Result{StatusCode: resp.StatusCode}
 }
 
-// defaultClient dials public addresses only (and the process's allow-list,
-// netguard.Default): the URL is the tenant's choice.
-var defaultClient = netguard.Default.Client(netguard.ClientOptions{Timeout: 10 * time.Second})
-
 func (s *Sender) client() *http.Client {
 	if s.Client != nil {
 		return s.Client
 	}
-	return defaultClient
+	return guarded(s.Guard)
 }
 
 // errForbidden says why nothing was sent, without the address.

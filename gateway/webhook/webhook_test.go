@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -73,7 +72,7 @@ func TestSendVerifies(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	res := (&webhook.Sender{}).Send(context.Background(), srv.URL, key, "evt_1", body, now)
+	res := loopbackSender().Send(context.Background(), srv.URL, key, "evt_1", body, now)
 	if res.Err != nil || res.StatusCode != http.StatusNoContent {
 		t.Fatalf("send: %+v", res)
 	}
@@ -129,7 +128,7 @@ func TestSendFailures(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	defer srv.Close()
-	s := &webhook.Sender{}
+	s := loopbackSender()
 	if res := s.Send(context.Background(), srv.URL, key, "evt", nil, time.Now()); res.StatusCode != http.StatusFound || res.Err == nil {
 		t.Errorf("a redirect is not an acknowledgement: %+v", res)
 	}
@@ -158,11 +157,14 @@ func TestRetryAfterBacksOffWithJitter(t *testing.T) {
 	}
 }
 
-// The receivers of these tests listen on loopback, which only the
-// allow-list admits (as --allow-private-networks does for local setups).
-func TestMain(m *testing.M) {
-	netguard.Default.AllowLoopback()
-	os.Exit(m.Run())
+// loopbackSender sends to the receivers of these tests, which listen on
+// loopback: only an allow-list admits it (as --allow-private-networks does
+// for local setups).
+func loopbackSender() *webhook.Sender {
+	g := &netguard.Guard{}
+	g.AllowLoopback()
+	s := webhook.NewSender(g, "")
+	return &s
 }
 
 // A receiver on an internal address gets nothing, whatever the URL's form,

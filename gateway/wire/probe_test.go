@@ -29,7 +29,7 @@ func TestImageProbeReadsOwnLinksInProcess(t *testing.T) {
 	link, err := blobs.SignedURL(ctx, "uploads/1/ref.png", time.Hour)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	probe := imageProbe(blobs, false)
+	probe := imageProbe(blobs, nil, false)
 	w, h, format, size, err := probe(ctx, link)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect([]any{w, h, format, size}).To(Equal([]any{120, 90, "png", int64(buf.Len())}))
@@ -39,5 +39,5 @@ func TestImageProbeReadsOwnLinksInProcess(t *testing.T) {
 	_, _, _, _, err = probe(ctx, "http://127.0.0.1:1/elsewhere.png")
 	g.Expect(err).To(MatchError(ContainSubstring("address not allowed")))
 
-	g.Expect(imageProbe(blobs, true)).To(BeNil())
+	g.Expect(imageProbe(blobs, nil, true)).To(BeNil())
 }

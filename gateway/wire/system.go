@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -19,7 +20,10 @@ import (
 	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/platform/kubescheme"
 	"github.com/modelgate/modelgate/gateway/platform/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 )
 
@@ -57,6 +61,14 @@ type SystemOptions struct {
 	// a process without a gateway: the GenerationTask controller writes generated
 	// media to the store the gateways serve.
 	ManagerBlobs Options
+	// Guard decides which addresses tenant- and client-chosen URLs
+	// (webhooks, reference images, asset and output downloads) may reach
+	// (--allow-private-networks); nil: public addresses only.
+	Guard *netguard.Guard
+	// UpstreamResponseHeaderTimeout bounds the wait for an upstream's
+	// response headers (--upstream-response-header-timeout); zero or less:
+	// no bound.
+	UpstreamResponseHeaderTimeout time.Duration
 }
 
 // System is modelgate assembled on one controller-runtime manager.
@@ -67,6 +79,13 @@ type System struct {
 	// Blobs is the blob store the controllers write generated media to and
 	// the gateway serves and signs; nil without one configured.
 	Blobs *blob.Store
+	// Egress is the process's outbound HTTP: every adapter and download
+	// of both halves goes through it.
+	Egress upstream.Egress
+	// Upstreams are the adapters, built once on Egress and shared by the
+	// controllers and every gateway of the system.
+	Upstreams *upstream.Registry
+	guard     *netguard.Guard
 
 	ledger    *store.Store
 	namespace string
@@ -108,13 +127,19 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	s := &System{Manager: mgr, ledger: o.Ledger, namespace: o.SystemNamespace}
+	s := &System{Manager: mgr, ledger: o.Ledger, namespace: o.SystemNamespace, guard: o.Guard}
+	// Each upstream attempt carries its trace context (telemetry.Transport):
+	// off, the wrapper costs one atomic load per request.
+	s.Egress = upstream.NewEgress(upstream.EgressOptions{ResponseHeaderTimeout: o.UpstreamResponseHeaderTimeout,
+		Guard: o.Guard, WrapAPI: telemetry.Transport})
+	s.Upstreams = builtin.Registry(s.Egress)
 	if err := s.openBlobs(o); err != nil {
 		return nil, err
 	}
 	if o.Controllers != nil {
 		copts := *o.Controllers
-		copts.Ledger, copts.KnownProvider, copts.Blobs, copts.Upstreams = o.Ledger, KnownProvider, s.Blobs, builtin.Registry()
+		copts.Ledger, copts.KnownProvider, copts.Blobs, copts.Upstreams = o.Ledger, builtin.Known, s.Blobs, s.Upstreams
+		copts.Guard, copts.Downloads = o.Guard, s.Egress.Downloads
 		if err := controllers.Setup(mgr, copts); err != nil {
 			return nil, err
 		}
@@ -166,15 +191,11 @@ func (s *System) addHealthChecks(ctx context.Context, ledger *store.Store) error
 // more replicas to compare their configurations in one process.
 func (s *System) AddGateway(o Options) (*server.Server, error) {
 	o.SystemNamespace, o.Blobs = s.namespace, s.Blobs
-	return Gateway(s.Manager, s.ledger, o)
+	return Gateway(s.Manager, s.ledger, s.Upstreams, s.guard, o)
 }
 
 // Start runs the manager (controllers, gateway, endpoints) until ctx ends.
 func (s *System) Start(ctx context.Context) error { return s.Manager.Start(ctx) }
-
-// KnownProvider reports whether an adapter of the provider is compiled in
-// (builtin.Registry). The ModelRoute controller refuses routes to any other.
-func KnownProvider(name string) bool { return builtin.Registry().Known(name) }
 
 func orOff(addr string) string {
 	if addr == "" {

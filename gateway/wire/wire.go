@@ -34,13 +34,14 @@ import (
 	"github.com/modelgate/modelgate/gateway/index"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/platform/metrics"
+	"github.com/modelgate/modelgate/gateway/platform/netguard"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tokenspec"
 	"github.com/modelgate/modelgate/gateway/uploads"
-	"github.com/modelgate/modelgate/gateway/upstream/builtin"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 )
 
@@ -110,7 +111,7 @@ const DefaultLeaseTTL = 10 * time.Minute
 // Gateway builds the gateway server and adds it to the manager, which runs
 // it on every replica (it needs no leader). The server is ready when the
 // informer caches have synced and the ledger answers.
-func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, error) {
+func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry, guard *netguard.Guard, o Options) (*server.Server, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -211,14 +212,14 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, o Options) (*server.Server, 
 		UsageLog:        usageSink(usage, o.WrapUsageSink),
 		Prices:          prices.Table,
 		RecheckPrices:   prices.Recheck,
-		Upstreams:       builtin.Registry(),
+		Upstreams:       upstreams,
 		Credentials:     credentials(secrets, mgr.GetClient()),
 		SystemNamespace: o.SystemNamespace,
 		Blobs:           blobs,
 		UploadTTL:       o.UploadTTL,
 		SubmitWait:      o.SubmitWait,
 		BalanceUnit:     o.BalanceUnit,
-		ImageProbe:      imageProbe(blobs, o.NoImageProbe),
+		ImageProbe:      imageProbe(blobs, guard, o.NoImageProbe),
 	}
 	handlers.Register(srv, deps)
 	if !o.NoConsole {

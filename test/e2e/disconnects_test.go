@@ -14,7 +14,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
-	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )
@@ -36,7 +35,7 @@ var _ = Describe("Clients that hang up mid stream", Serial, func() {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
 		settle := func() int {
 			client.CloseIdleConnections()
-			upstream.Transport.CloseIdleConnections()
+			stack.Egress.API.CloseIdleConnections()
 			runtime.GC()
 			return runtime.NumGoroutine()
 		}

@@ -15,7 +15,6 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
-	"github.com/modelgate/modelgate/gateway/upstream/builtin"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )
@@ -135,7 +134,7 @@ var _ = Describe("The Azure OpenAI upstream", func() {
 		fake.AcceptEntraID(idp)
 		// The fake authority's certificate is trusted by the token client of
 		// this process's azure-openai provider only.
-		tp, ok := builtin.Registry().Text(azureopenai.Name)
+		tp, ok := stack.Upstreams.Text(azureopenai.Name)
 		g.Expect(ok).To(BeTrue())
 		az := tp.(*azureopenai.Provider)
 		az.SetIdentityClient(idp.Client())

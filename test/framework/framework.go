@@ -66,14 +66,22 @@ type Env struct {
 	// it holds the account ready, since the API server says so a watch
 	// event earlier and a key used in between is unknown to the gateway.
 	Served client.Reader
+	// Guard lets tenant-chosen URLs reach loopback, where the tests'
+	// webhook receivers, image servers and fake upstreams listen, as
+	// --allow-private-networks=127.0.0.1/32,::1 would: the guard of every
+	// system a test builds on this control plane.
+	Guard *netguard.Guard
+}
+
+// LoopbackGuard is a network guard that also allows loopback addresses.
+func LoopbackGuard() *netguard.Guard {
+	g := &netguard.Guard{}
+	g.AllowLoopback()
+	return g
 }
 
 // Start starts etcd and kube-apiserver with the generated CRDs installed.
-// It lets tenant-chosen URLs reach loopback (netguard.Default), where the
-// tests' webhook receivers, image servers and fake upstreams listen, as
-// --allow-private-networks=127.0.0.1/32,::1 would.
 func Start() (*Env, error) {
-	netguard.Default.AllowLoopback()
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -98,7 +106,7 @@ func Start() (*Env, error) {
 		_ = env.Stop()
 		return nil, err
 	}
-	return &Env{Environment: env, Config: cfg, Client: c, Scheme: scheme}, nil
+	return &Env{Environment: env, Config: cfg, Client: c, Scheme: scheme, Guard: LoopbackGuard()}, nil
 }
 
 // Stop stops the control plane.

@@ -21,6 +21,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/http/server"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -33,6 +34,10 @@ const SystemNamespace = "modelgate-system"
 type Stack struct {
 	*Env
 	Ledger *store.Store
+	// Egress is the system's outbound HTTP (its upstream transport).
+	Egress upstream.Egress
+	// Upstreams are the system's adapters (a test reaches one's test hooks).
+	Upstreams *upstream.Registry
 	// Cache is the manager's informer cache.
 	Cache cache.Cache
 	// DSN is the ledger's DSN.
@@ -125,12 +130,12 @@ func (s *Stack) start(o StackOptions) error {
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: s.Config, Ledger: s.Ledger, SystemNamespace: SystemNamespace, QPS: o.ManagerQPS,
 		Controllers: &controllers.Options{SyncPeriod: sync},
-		Gateway:     &gwOpts,
+		Gateway:     &gwOpts, Guard: s.Guard, UpstreamResponseHeaderTimeout: upstream.DefaultResponseHeaderTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	s.Cache, s.Blobs = sys.Manager.GetCache(), sys.Blobs
+	s.Cache, s.Blobs, s.Egress, s.Upstreams = sys.Manager.GetCache(), sys.Blobs, sys.Egress, sys.Upstreams
 	s.Served = s.Cache
 	more, err := addGateways(sys, gwOpts, o.MoreGateways)
 	if err != nil {

@@ -57,7 +57,7 @@ type Deps struct {
 	// looked up once more in it: the informer's event that marks the table
 	// stale can trail the cache update that published the price.
 	RecheckPrices func() *pricing.Table
-	// Upstreams are the compiled-in adapters (builtin.Registry()).
+	// Upstreams are the compiled-in adapters (builtin.Registry, built once per process by the composition root).
 	Upstreams *upstream.Registry
 	// Credentials reads an upstream credential (a Secret key of a route's namespace).
 	Credentials credential.Source

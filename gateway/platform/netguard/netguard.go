@@ -87,16 +87,14 @@ func Internal(addr netip.Addr) bool {
 }
 
 // Guard decides which addresses may be dialed: public ones, plus an
-// allow-list for local development and tests. The zero value allows only
-// public addresses. It is safe for concurrent use.
+// allow-list for local development and tests. The zero value, and a nil
+// *Guard, allow only public addresses. It is safe for concurrent use. The
+// composition root makes one per process (from --allow-private-networks)
+// and passes it to whatever dials a URL it was given.
 type Guard struct {
 	mu    sync.RWMutex
 	allow []netip.Prefix
 }
-
-// Default is the process's guard; the commands set its allow-list from
-// --allow-private-networks.
-var Default = &Guard{}
 
 // Allow adds prefixes to the allow-list.
 func (g *Guard) Allow(p ...netip.Prefix) {
@@ -141,6 +139,9 @@ func (g *Guard) AllowLoopback() {
 func (g *Guard) CheckAddr(addr netip.Addr) error {
 	if !Internal(addr) {
 		return nil
+	}
+	if g == nil {
+		return fmt.Errorf("%w: not a public internet address", ErrForbidden)
 	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()

@@ -2,6 +2,7 @@ package netguard_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -125,4 +126,21 @@ func (f fixedResolver) LookupNetIP(context.Context, string, string) ([]netip.Add
 		out = append(out, netip.MustParseAddr(a))
 	}
 	return out, nil
+}
+
+// A nil *Guard is what a component gets when nobody passed it the process's
+// guard: it must fail closed (public addresses only), never open.
+func TestNilGuardAllowsPublicAddressesOnly(t *testing.T) {
+	var g *netguard.Guard
+	if err := g.CheckAddr(netip.MustParseAddr("8.8.8.8")); err != nil {
+		t.Fatalf("public address refused: %v", err)
+	}
+	for _, a := range []string{"127.0.0.1", "10.0.0.1", "169.254.169.254", "::1"} {
+		if err := g.CheckAddr(netip.MustParseAddr(a)); !errors.Is(err, netguard.ErrForbidden) {
+			t.Errorf("%s: %v, want ErrForbidden", a, err)
+		}
+	}
+	if _, err := g.CheckURL("http://localhost:8080/x"); !errors.Is(err, netguard.ErrForbidden) {
+		t.Errorf("localhost URL: %v, want ErrForbidden", err)
+	}
 }

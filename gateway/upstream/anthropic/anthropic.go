@@ -23,7 +23,7 @@ type Provider struct {
 	client *http.Client
 }
 
-// New returns a provider using client (nil: upstream.Client).
+// New returns a provider using client (nil: upstream.ClientOr).
 func New(client *http.Client) *Provider {
 	return &Provider{client: upstream.ClientOr(client)}
 }

@@ -53,10 +53,12 @@ const (
 type Adapter struct {
 	// Now is the clock for HTTP-date Retry-After values (nil: time.Now).
 	Now func() time.Time
+	// Client sends the vendor requests (nil: upstream.ClientOr).
+	Client *http.Client
 }
 
 // New returns the adapter.
-func New() Adapter { return Adapter{} }
+func New(client *http.Client) Adapter { return Adapter{Client: client} }
 
 func (a Adapter) now() time.Time {
 	if a.Now != nil {
@@ -134,7 +136,7 @@ func (a Adapter) exchange(ctx context.Context, c upstream.Call, method, path str
 		return nil, err
 	}
 	x, err := upstream.TaskRequest{Method: method, URL: base(c.Backend) + path, Body: body, Submit: submit,
-		Timeout: c.Backend.TimeoutOr(def), Authorize: upstream.KeyHeader("Authorization", "Bearer ", c.Backend.APIKey)}.Send(ctx)
+		Timeout: c.Backend.TimeoutOr(def), Authorize: upstream.KeyHeader("Authorization", "Bearer ", c.Backend.APIKey), Client: a.Client}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -98,7 +98,7 @@ func (Adapter) ReviewsBackend(b upstream.Backend) bool {
 // library (429, 5xx, network) leaves the asset pending; a refused
 // credential or request is an error.
 func (a Adapter) Decide(ctx context.Context, b upstream.Backend, asset upstream.ReviewAsset, _ time.Time) (upstream.ReviewDecision, error) {
-	lib, err := newLibrary(ctx, b, a.now)
+	lib, err := newLibrary(ctx, b, a.now, a.Client)
 	if err != nil {
 		return upstream.ReviewDecision{}, err
 	}
@@ -120,9 +120,10 @@ type library struct {
 	creds                    volc.Credentials
 	poll, timeout            time.Duration
 	now                      func() time.Time
+	client                   *http.Client
 }
 
-func newLibrary(ctx context.Context, b upstream.Backend, now func() time.Time) (*library, error) {
+func newLibrary(ctx context.Context, b upstream.Backend, now func() time.Time, client *http.Client) (*library, error) {
 	group := strings.TrimSpace(b.Options[OptionAssetGroupID])
 	if group == "" {
 		return nil, fmt.Errorf("backend %q (ark) has no options.%s", b.Name, OptionAssetGroupID)
@@ -134,7 +135,7 @@ func newLibrary(ctx context.Context, b upstream.Backend, now func() time.Time) (
 	creds.Service, creds.Region = AssetService, optionOr(b, OptionAssetRegion, DefaultAssetRegion)
 	lib := &library{endpoint: strings.TrimRight(optionOr(b, OptionAssetEndpoint, DefaultAssetEndpoint), "/"),
 		group: group, project: strings.TrimSpace(b.Options[OptionAssetProject]), creds: creds,
-		poll: DefaultAssetPoll, timeout: b.TimeoutOr(DefaultTaskTimeout), now: now}
+		poll: DefaultAssetPoll, timeout: b.TimeoutOr(DefaultTaskTimeout), now: now, client: client}
 	if d, err := time.ParseDuration(b.Options[OptionAssetPoll]); err == nil && d > 0 {
 		lib.poll = d
 	}
@@ -272,7 +273,7 @@ func (l *library) call(ctx context.Context, action string, in, out any) error {
 	}
 	q := url.Values{"Action": {action}, "Version": {AssetAPIVersion}}
 	x, err := upstream.TaskRequest{Method: http.MethodPost, URL: l.endpoint + "/?" + q.Encode(), Body: body,
-		Timeout: l.timeout, Authorize: func(req *http.Request) { l.creds.Sign(req) }}.Send(ctx)
+		Timeout: l.timeout, Authorize: func(req *http.Request) { l.creds.Sign(req) }, Client: l.client}.Send(ctx)
 	if err != nil {
 		if upstream.IsRetryable(err) {
 			return &busyError{wait: assetBusyWait, msg: fmt.Sprintf("Ark asset library %s: %v", action, err)}

@@ -31,12 +31,12 @@ type Provider struct {
 	entra  atomic.Pointer[entra]
 }
 
-// New returns a provider using client (nil: upstream.Client) for the API
-// calls. Entra ID token requests use their own client on the shared
+// New returns a provider using client (nil: upstream.ClientOr) for the API
+// calls. Entra ID token requests use a client of their own on client's
 // transport, with a time limit.
 func New(client *http.Client) *Provider {
 	p := &Provider{client: upstream.ClientOr(client)}
-	p.entra.Store(newEntra(nil))
+	p.entra.Store(newEntra(nil, p.client.Transport))
 	return p
 }
 
@@ -45,7 +45,7 @@ func New(client *http.Client) *Provider {
 // whose fake authority serves TLS with its own certificate; nothing in the
 // gateway's configuration reaches it.
 func (p *Provider) SetIdentityClient(c *http.Client) {
-	p.entra.Store(newEntra(c))
+	p.entra.Store(newEntra(c, p.client.Transport))
 }
 
 // Protocols implements upstream.TextProvider. Only chat completions: every

@@ -68,9 +68,11 @@ type entra struct {
 	creds map[[sha256.Size]byte]azcore.TokenCredential
 }
 
-func newEntra(client *http.Client) *entra {
+// newEntra sends token requests with client, or (nil) with a client of its
+// own on transport.
+func newEntra(client *http.Client, transport http.RoundTripper) *entra {
 	if client == nil {
-		client = &http.Client{Transport: upstream.Transport, Timeout: tokenTimeout}
+		client = &http.Client{Transport: transport, Timeout: tokenTimeout}
 	}
 	return &entra{client: client, creds: map[[sha256.Size]byte]azcore.TokenCredential{}}
 }

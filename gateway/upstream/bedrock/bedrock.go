@@ -61,7 +61,7 @@ type Provider struct {
 	now      func() time.Time
 }
 
-// New returns a provider using client (nil: upstream.Client).
+// New returns a provider using client (nil: upstream.ClientOr).
 func New(client *http.Client) *Provider {
 	c := upstream.ClientOr(client)
 	return &Provider{client: c, identity: newWebIdentity(c), now: time.Now}

@@ -47,10 +47,13 @@ const (
 )
 
 // Adapter implements upstream.TaskAdapter for BFL. It holds no state.
-type Adapter struct{}
+type Adapter struct {
+	// Client sends the vendor requests (nil: upstream.ClientOr).
+	Client *http.Client
+}
 
-// New returns the adapter.
-func New() Adapter { return Adapter{} }
+// New returns the adapter, sending with client.
+func New(client *http.Client) Adapter { return Adapter{Client: client} }
 
 // request is the stored, validated request of the image-edit family.
 type request struct {
@@ -91,7 +94,7 @@ type wireResult struct {
 }
 
 // Submit implements upstream.TaskAdapter.
-func (Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
+func (ad Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted, error) {
 	if c.Kind != upstream.Image {
 		return upstream.Submitted{}, upstream.Unsupported("backend %q (bfl) makes images only", c.Backend.Name)
 	}
@@ -129,7 +132,7 @@ func (Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitted,
 	if err := upstream.CheckBase(c.Backend); err != nil {
 		return upstream.Submitted{}, err
 	}
-	x, err := exchange(ctx, c.Backend, http.MethodPost, upstream.Endpoint(c.Backend.BaseURL, "/v1/"+url.PathEscape(model)), body, true)
+	x, err := ad.exchange(ctx, c.Backend, http.MethodPost, upstream.Endpoint(c.Backend.BaseURL, "/v1/"+url.PathEscape(model)), body, true)
 	if err != nil {
 		return upstream.Submitted{}, err
 	}
@@ -185,7 +188,7 @@ func parent(host string) string {
 }
 
 // Poll implements upstream.TaskAdapter.
-func (Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream.Status, error) {
+func (ad Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream.Status, error) {
 	if err := upstream.CheckBase(c.Backend); err != nil {
 		return upstream.Status{}, err
 	}
@@ -196,7 +199,7 @@ func (Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream.S
 		// The backend's baseURL changed since submission.
 		return upstream.Status{}, &upstream.Error{Class: upstream.Permanent, Message: "the task's polling URL is not on the backend's host"}
 	}
-	x, err := exchange(ctx, c.Backend, http.MethodGet, u, nil, false)
+	x, err := ad.exchange(ctx, c.Backend, http.MethodGet, u, nil, false)
 	if err != nil {
 		return upstream.Status{}, err
 	}
@@ -265,9 +268,9 @@ func details(raw json.RawMessage) string {
 }
 
 // exchange sends one request with the key and classifies a non-2xx answer.
-func exchange(ctx context.Context, b upstream.Backend, method, u string, body []byte, submit bool) (*upstream.Exchange, error) {
+func (a Adapter) exchange(ctx context.Context, b upstream.Backend, method, u string, body []byte, submit bool) (*upstream.Exchange, error) {
 	x, err := upstream.TaskRequest{Method: method, URL: u, Body: body, Submit: submit,
-		Timeout: b.TimeoutOr(DefaultTimeout), Authorize: upstream.KeyHeader("x-key", "", b.APIKey)}.Send(ctx)
+		Timeout: b.TimeoutOr(DefaultTimeout), Authorize: upstream.KeyHeader("x-key", "", b.APIKey), Client: a.Client}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}

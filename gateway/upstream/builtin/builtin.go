@@ -2,6 +2,8 @@
 package builtin
 
 import (
+	"slices"
+
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/upstream/anthropic"
 	"github.com/modelgate/modelgate/gateway/upstream/ark"
@@ -16,23 +18,33 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/vertex"
 )
 
-// registry is built once, at package initialisation: adapters share the
-// upstream client and hold per-backend state (the simulated provider's
-// failure counters), so every user must see the same instances.
-var registry = upstream.NewRegistry(
-	upstream.Entry{Name: anthropic.Name, Adapter: anthropic.New(nil)},
-	upstream.Entry{Name: azureopenai.Name, Adapter: azureopenai.New(nil)},
-	upstream.Entry{Name: bedrock.Name, Adapter: bedrock.New(nil)},
-	upstream.Entry{Name: openai.Name, Adapter: openai.New(nil)},
-	upstream.Entry{Name: bfl.Name, Adapter: bfl.New()},
-	upstream.Entry{Name: gemini.Name, Adapter: gemini.New(nil)},
-	upstream.Entry{Name: simulated.Name, Adapter: simulated.Adapter{Provider: simulated.New(upstream.Messages)}},
-	upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
-	upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{}},
-	upstream.Entry{Name: dashscope.Name, Adapter: dashscope.Adapter{}},
-	upstream.Entry{Name: ark.Name, Adapter: ark.New()},
-	upstream.Entry{Name: vertex.Name, Adapter: vertex.New(nil)},
-)
+// Registry returns the built-in adapters, sending through e: the
+// composition root builds it once per process, since adapters hold
+// per-backend state (the simulated provider's failure counters, cached
+// upstream credentials) that every user in the process must share.
+func Registry(e upstream.Egress) *upstream.Registry {
+	return upstream.NewRegistry(
+		upstream.Entry{Name: anthropic.Name, Adapter: anthropic.New(e.API)},
+		upstream.Entry{Name: azureopenai.Name, Adapter: azureopenai.New(e.API)},
+		upstream.Entry{Name: bedrock.Name, Adapter: bedrock.New(e.API)},
+		upstream.Entry{Name: openai.Name, Adapter: openai.New(e.API)},
+		upstream.Entry{Name: bfl.Name, Adapter: bfl.New(e.API)},
+		upstream.Entry{Name: gemini.Name, Adapter: gemini.New(e.API, e.Downloads)},
+		upstream.Entry{Name: simulated.Name, Adapter: simulated.Adapter{Provider: simulated.New(upstream.Messages)}},
+		upstream.Entry{Name: simulated.NameOpenAI, Adapter: simulated.New(upstream.ChatCompletions, upstream.Responses)},
+		upstream.Entry{Name: taskapi.Name, Adapter: taskapi.Adapter{Client: e.API}},
+		upstream.Entry{Name: dashscope.Name, Adapter: dashscope.Adapter{Client: e.API}},
+		upstream.Entry{Name: ark.Name, Adapter: ark.New(e.API)},
+		upstream.Entry{Name: vertex.Name, Adapter: vertex.New(e.API)},
+	)
+}
 
-// Registry returns the built-in adapters.
-func Registry() *upstream.Registry { return registry }
+// Names are the providers Registry has adapters for, without building any.
+func Names() []string {
+	return []string{anthropic.Name, azureopenai.Name, bedrock.Name, openai.Name, bfl.Name, gemini.Name,
+		simulated.Name, simulated.NameOpenAI, taskapi.Name, dashscope.Name, ark.Name, vertex.Name}
+}
+
+// Known reports whether provider has a built-in adapter (the ModelRoute
+// controller's check).
+func Known(provider string) bool { return slices.Contains(Names(), provider) }

@@ -58,6 +58,8 @@ const (
 type Adapter struct {
 	// Now is the clock for HTTP-date Retry-After values (nil: time.Now).
 	Now func() time.Time
+	// Client sends the vendor requests (nil: upstream.ClientOr).
+	Client *http.Client
 }
 
 func (a Adapter) now() time.Time {
@@ -294,7 +296,7 @@ func (a Adapter) exchange(ctx context.Context, c upstream.Call, e exchange) (*up
 			if e.async {
 				req.Header.Set("X-DashScope-Async", "enable")
 			}
-		}}.Send(ctx)
+		}, Client: a.Client}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}

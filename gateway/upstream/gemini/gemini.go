@@ -33,12 +33,15 @@ const maxErrorBody = 64 << 10
 
 // Provider sends generateContent requests.
 type Provider struct {
-	client *http.Client
+	client    *http.Client
+	downloads *http.Client
 }
 
-// New returns a provider using client (nil: upstream.Client).
-func New(client *http.Client) *Provider {
-	return &Provider{client: upstream.ClientOr(client)}
+// New returns a provider using client for the API (nil: upstream.ClientOr)
+// and downloads for the URLs a request or the API names (nil: public
+// addresses only; the composition root passes its Egress.Downloads).
+func New(client, downloads *http.Client) *Provider {
+	return &Provider{client: upstream.ClientOr(client), downloads: upstream.Egress{Downloads: downloads}.DownloadsOr()}
 }
 
 // Protocols implements upstream.TextProvider.

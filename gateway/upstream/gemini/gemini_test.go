@@ -48,7 +48,7 @@ func TestInvoke(t *testing.T) {
 		_, _ = io.WriteString(w, reply)
 	}))
 	defer srv.Close()
-	p := New(srv.Client())
+	p := New(srv.Client(), nil)
 	b := upstream.Backend{Name: "g", Provider: Name, BaseURL: srv.URL, APIKey: "k-123", UpstreamModel: "gemini-x"}
 	chat := []byte(`{"model":"client","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`)
 

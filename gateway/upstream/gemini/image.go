@@ -149,7 +149,7 @@ func (p *Provider) generateImage(ctx context.Context, c upstream.Call) (upstream
 	parts := []wirePart{{Text: in.Prompt}}
 	left := int64(MaxInlineBytes)
 	for _, u := range in.ImageURLs {
-		ref, err := upstream.FetchReference(ctx, u, left)
+		ref, err := upstream.FetchReference(ctx, p.downloads, u, left)
 		if err != nil {
 			return upstream.Submitted{}, err
 		}

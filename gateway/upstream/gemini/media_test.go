@@ -24,10 +24,17 @@ func mediaCall(f *fakeupstream.GeminiMedia, kind upstream.Kind, model, request s
 	}
 }
 
+// loopbackDownloads is a download client that may reach the test's
+// servers on loopback (as --allow-private-networks would allow).
+func loopbackDownloads() *http.Client {
+	g := &netguard.Guard{}
+	g.AllowLoopback()
+	return upstream.NewEgress(upstream.EgressOptions{Guard: g}).Downloads
+}
+
 // refServer serves reference images on loopback (allowed for the test).
 func refServer(t *testing.T) (*httptest.Server, []byte) {
 	t.Helper()
-	netguard.Default.AllowLoopback()
 	img := fakeupstream.PNG(4, 4, 99)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/missing.png" {
@@ -55,7 +62,7 @@ func TestImageGenerateWithReference(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, img := refServer(t)
-	p := gemini.New(nil)
+	p := gemini.New(nil, loopbackDownloads())
 	c := mediaCall(f, upstream.Image, "gemini-3-pro-image-preview",
 		`{"prompt":"a cat in a hat","n":1,"size":"16:9","image_urls":["`+refs.URL+`/cat.png"],"metadata":{"resolution":"4K"}}`)
 
@@ -88,7 +95,7 @@ func TestImageSizesAndOptions(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
-	p := gemini.New(nil)
+	p := gemini.New(nil, loopbackDownloads())
 	for _, tc := range []struct {
 		request string
 		options map[string]string
@@ -123,7 +130,7 @@ func TestImageRefusalsAndErrors(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, _ := refServer(t)
-	p := gemini.New(nil)
+	p := gemini.New(nil, loopbackDownloads())
 	ctx := context.Background()
 	c := mediaCall(f, upstream.Image, "gemini-2.5-flash-image", `{"prompt":"something bad"}`)
 
@@ -178,7 +185,7 @@ func TestVeoSubmitPollDownload(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, img := refServer(t)
-	p := gemini.New(nil)
+	p := gemini.New(nil, loopbackDownloads())
 	ctx := context.Background()
 	mp4 := []byte("\x00\x00\x00\x18ftypmp42 veo clip")
 	f.SetVideoPlan(fakeupstream.VeoPlan{Polls: 1, RateLimited: 1, RetryDelay: "3s", Output: mp4})
@@ -226,7 +233,7 @@ func TestVeoMapping(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, _ := refServer(t)
-	p := gemini.New(nil)
+	p := gemini.New(nil, loopbackDownloads())
 	ctx := context.Background()
 	for _, tc := range []struct {
 		request string
@@ -260,7 +267,7 @@ func TestVeoFailures(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
-	p := gemini.New(nil)
+	p := gemini.New(nil, loopbackDownloads())
 	ctx := context.Background()
 	c := mediaCall(f, upstream.Video, "veo-3.1-fast-generate-preview", `{"prompt":"x","duration":8}`)
 	run := func(plan fakeupstream.VeoPlan) upstream.Status {

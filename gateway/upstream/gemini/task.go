@@ -50,7 +50,7 @@ func base(b upstream.Backend) string {
 // classifies a non-2xx answer (submit: nothing was accepted).
 func (p *Provider) exchange(ctx context.Context, c upstream.Call, method, url string, body []byte, submit bool, timeout time.Duration) (*upstream.Exchange, error) {
 	x, err := upstream.TaskRequest{Method: method, URL: url, Body: body, Submit: submit,
-		Timeout: c.Backend.TimeoutOr(timeout), Authorize: upstream.KeyHeader("x-goog-api-key", "", c.Backend.APIKey)}.Send(ctx)
+		Timeout: c.Backend.TimeoutOr(timeout), Authorize: upstream.KeyHeader("x-goog-api-key", "", c.Backend.APIKey), Client: p.client}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}

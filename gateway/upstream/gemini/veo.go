@@ -154,7 +154,7 @@ func (p *Provider) submitVideo(ctx context.Context, c upstream.Call) (upstream.S
 	inst := veoInstance{Prompt: in.Prompt}
 	left := int64(MaxInlineBytes)
 	fetch := func(u string) (*veoImage, error) {
-		ref, err := upstream.FetchReference(ctx, u, left)
+		ref, err := upstream.FetchReference(ctx, p.downloads, u, left)
 		if err != nil {
 			return nil, err
 		}
@@ -372,7 +372,7 @@ func (p *Provider) pollVideo(ctx context.Context, c upstream.Call, id string) (u
 // (the API's files/{id}:download?alt=media) needs the key and is read with
 // the platform's client, the key dropped on any redirect to another host;
 // any other URI (a signed storage link) is read without the key through
-// upstream.Downloads, public addresses only. A failure is Transient: the
+// the provider's downloads client, public addresses only. A failure is Transient: the
 // controller polls again, and the next poll downloads again.
 func (p *Provider) downloadVideo(ctx context.Context, c upstream.Call, uri string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultVideoDownloadTimeout)
@@ -381,7 +381,7 @@ func (p *Provider) downloadVideo(ctx context.Context, c upstream.Call, uri strin
 	if err != nil || (req.URL.Scheme != "https" && req.URL.Scheme != "http") {
 		return nil, "", &upstream.Error{Class: upstream.Permanent, Message: "the upstream's video URI is not an http(s) URL", Err: err}
 	}
-	client := upstream.Downloads
+	client := p.downloads
 	if sameHost(c.Backend, req.URL) {
 		if k := strings.TrimSpace(c.Backend.APIKey); k != "" {
 			req.Header.Set("x-goog-api-key", k)

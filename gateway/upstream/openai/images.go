@@ -112,7 +112,7 @@ func (p *Provider) Submit(ctx context.Context, c upstream.Call) (upstream.Submit
 	if v := o["project"]; v != "" {
 		req.Header.Set("OpenAI-Project", v)
 	}
-	x, err := upstream.Do(req, upstream.Failover)
+	x, err := upstream.Do(p.client, req, upstream.Failover)
 	if err != nil {
 		return upstream.Submitted{}, err
 	}

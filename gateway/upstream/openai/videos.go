@@ -272,7 +272,7 @@ func (p *Provider) videoExchange(ctx context.Context, c upstream.Call, method, p
 		return nil, err
 	}
 	x, err := upstream.TaskRequest{Method: method, URL: upstream.Endpoint(c.Backend.BaseURL, path), Body: body, Submit: submit,
-		Timeout: c.Backend.TimeoutOr(DefaultVideoTimeout), Authorize: func(req *http.Request) { p.authorize(req, c.Backend) }}.Send(ctx)
+		Timeout: c.Backend.TimeoutOr(DefaultVideoTimeout), Authorize: func(req *http.Request) { p.authorize(req, c.Backend) }, Client: p.client}.Send(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,8 @@ const (
 type Adapter struct {
 	// Now is the clock for HTTP-date Retry-After values (nil: time.Now).
 	Now func() time.Time
+	// Client sends the vendor requests (nil: upstream.ClientOr).
+	Client *http.Client
 }
 
 func (a Adapter) now() time.Time {
@@ -80,7 +82,7 @@ func (a Adapter) Submit(ctx context.Context, c upstream.Call) (upstream.Submitte
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", c.TaskID)
 	authorize(req, c.Backend)
-	x, err := upstream.Do(req, upstream.Failover)
+	x, err := upstream.Do(a.Client, req, upstream.Failover)
 	if err != nil {
 		return upstream.Submitted{}, err
 	}
@@ -115,7 +117,7 @@ func (a Adapter) Poll(ctx context.Context, c upstream.Call, id string) (upstream
 		return upstream.Status{}, &upstream.Error{Class: upstream.Permanent, Message: "invalid upstream URL", Err: err}
 	}
 	authorize(req, c.Backend)
-	x, err := upstream.Do(req, upstream.Transient)
+	x, err := upstream.Do(a.Client, req, upstream.Transient)
 	if err != nil {
 		return upstream.Status{}, err
 	}

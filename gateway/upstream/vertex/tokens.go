@@ -45,12 +45,8 @@ type account struct {
 	source  oauth2.TokenSource
 }
 
-// newTokens returns a cache whose token exchanges use client (nil: the
-// shared upstream transport with tokenTimeout).
+// newTokens returns a cache whose token exchanges use client.
 func newTokens(client *http.Client) *tokens {
-	if client == nil {
-		client = &http.Client{Transport: upstream.Transport, Timeout: tokenTimeout}
-	}
 	return &tokens{ctx: context.WithValue(context.Background(), oauth2.HTTPClient, client),
 		accounts: map[[sha256.Size]byte]*account{}}
 }

@@ -60,12 +60,13 @@ type Provider struct {
 	tokens *tokens
 }
 
-// New returns a provider using client (nil: upstream.Client) for the API
-// calls. Token exchanges use their own client on the shared transport, with
-// a time limit, since the OAuth2 library refreshes tokens without the
+// New returns a provider using client (nil: upstream.ClientOr) for the API
+// calls. Token exchanges use a client of their own on client's transport,
+// with a time limit, since the OAuth2 library refreshes tokens without the
 // request's context.
 func New(client *http.Client) *Provider {
-	return &Provider{client: upstream.ClientOr(client), tokens: newTokens(nil)}
+	c := upstream.ClientOr(client)
+	return &Provider{client: c, tokens: newTokens(&http.Client{Transport: c.Transport, Timeout: tokenTimeout})}
 }
 
 // Protocols implements upstream.TextProvider: both wires, Gemini first.
