@@ -97,7 +97,10 @@ var _ = Describe("GenerationTask reconciler on upstream adapters", func() {
 		Expect(corev1.AddToScheme(scheme)).To(Succeed())
 		c = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.GenerationTask{}).
 			WithObjects(route, secret).Build()
-		r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(upstream.Egress{}), Blobs: blobs, Clock: clk}
+		// The fakes listen on loopback, which the process's guard allows here.
+		egress := upstream.NewEgress(upstream.EgressOptions{Guard: env.Guard})
+		r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(egress), Blobs: blobs, Clock: clk,
+			Downloads: egress.Downloads}
 	})
 
 	submit := func(request string, n int64, backends ...string) *v1.GenerationTask {

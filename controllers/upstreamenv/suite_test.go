@@ -62,7 +62,9 @@ func startManager() {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(upstream.Egress{}), Blobs: blobs,
+	// The fakes listen on loopback, which the process's guard allows here.
+	egress := upstream.NewEgress(upstream.EgressOptions{Guard: env.Guard})
+	Expect((&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(egress), Blobs: blobs, Downloads: egress.Downloads,
 		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)
 	done := make(chan struct{})
