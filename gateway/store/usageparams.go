@@ -1,8 +1,11 @@
 package store
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // usageParams are the only query parameters the usage endpoints accept.
@@ -13,7 +16,11 @@ var usageParams = map[string]bool{
 // ParseUsageQuery applies the contract's rules to the query parameters of
 // the usage endpoints (and of the console's usage page, which takes the
 // same); a non-empty string is the 422 message. UserID is left to the caller.
-func ParseUsageQuery(q url.Values) (UsageQuery, string) {
+//
+// A window given only start_timestamp ends now (the second after now, the
+// end being exclusive); its pages keep that end, which each cursor carries,
+// so paging a growing window neither skips nor repeats a row.
+func ParseUsageQuery(q url.Values, now time.Time) (UsageQuery, string) {
 	var uq UsageQuery
 	for name, vals := range q {
 		if !usageParams[name] {
@@ -39,7 +46,13 @@ func ParseUsageQuery(q url.Values) (UsageQuery, string) {
 		return v
 	}
 	uq.Start = intParam("start_timestamp", true)
-	uq.End = intParam("end_timestamp", true)
+	uq.End = intParam("end_timestamp", false)
+	if _, present := q["end_timestamp"]; !present {
+		uq.End = now.Unix() + 1
+		if end, ok := cursorEnd(q.Get("cursor")); ok {
+			uq.End = end
+		}
+	}
 	uq.TokenID = intParam("token_id", false)
 	uq.PageSize = int(intParam("page_size", false))
 	if msg != "" {
@@ -53,4 +66,14 @@ func ParseUsageQuery(q url.Values) (UsageQuery, string) {
 	}
 	uq.Cursor = q.Get("cursor")
 	return uq, ""
+}
+
+// cursorEnd reads the window end a cursor was issued for; its MAC, checked
+// when the page is read (openCursor), covers that end.
+func cursorEnd(cursor string) (int64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(b) != cursorBody+cursorMAC {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b[17:])), true
 }

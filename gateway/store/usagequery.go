@@ -229,13 +229,14 @@ func (s *Store) timeoutErr(parent, qctx context.Context, err error) error {
 	return err
 }
 
-// A cursor is base64url(kind ‖ k1 ‖ k2 ‖ mac), where mac is a truncated
+// A cursor is base64url(kind ‖ k1 ‖ k2 ‖ end ‖ mac), where end is the
+// window's end (a window given only its start keeps the first page's) and mac is a truncated
 // HMAC-SHA256, under the ledger's cursor key, of the cursor body and of the
 // query it belongs to (user, window, token filter). A cursor therefore cannot
 // be forged, edited, or replayed against another endpoint, window, token
 // filter or user.
 const (
-	cursorBody = 1 + 8 + 8
+	cursorBody = 1 + 8 + 8 + 8
 	cursorMAC  = 16
 )
 
@@ -244,6 +245,7 @@ func (s *Store) sealCursor(uq UsageQuery, kind byte, k1, k2 int64) string {
 	b[0] = kind
 	binary.BigEndian.PutUint64(b[1:], uint64(k1))
 	binary.BigEndian.PutUint64(b[9:], uint64(k2))
+	binary.BigEndian.PutUint64(b[17:], uint64(uq.End))
 	b = append(b, s.cursorMAC(uq, b)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }

@@ -204,7 +204,7 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 			rowsQuery[k] = v
 		}
 	}
-	uq, msg := store.ParseUsageQuery(rowsQuery)
+	uq, msg := store.ParseUsageQuery(rowsQuery, now)
 	if msg != "" {
 		c.render(w, r, http.StatusUnprocessableEntity, "usage", view{Title: "Usage", Page: "usage", Tenant: t, Error: msg})
 		return

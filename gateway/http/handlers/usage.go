@@ -125,7 +125,7 @@ func (h *Usage) query(w http.ResponseWriter, r *http.Request) (store.UsageQuery,
 		apierr.Usage(w, f.Status, code, f.Message)
 		return store.UsageQuery{}, false
 	}
-	uq, msg := store.ParseUsageQuery(r.URL.Query())
+	uq, msg := store.ParseUsageQuery(r.URL.Query(), h.Clock.Now())
 	if msg != "" {
 		apierr.Usage(w, http.StatusUnprocessableEntity, "invalid_query", msg)
 		return uq, false

@@ -105,6 +105,41 @@ var _ = Describe("usage endpoints", func() {
 		Expect(seen).To(Equal(5))
 	})
 
+	It("ends a window given only its start now, and keeps that end across its pages", func() {
+		before := time.Now().Unix()
+		code, body, _ := call("GET", fmt.Sprintf("/api/usage/tokens/requests?start_timestamp=%d&page_size=2", t0), headers, nil)
+		Expect(code).To(Equal(200), "%v", body)
+		Expect(body["data"].([]any)).To(HaveLen(2))
+		meta := body["meta"].(map[string]any)
+		end, err := strconv.ParseInt(num(meta["end_timestamp"]), 10, 64)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(end).To(BeNumerically(">", before))
+		Expect(end).To(BeNumerically("<=", time.Now().Unix()+1))
+
+		// A row that lands after the first page, inside the window the
+		// pages would have if "now" moved on, is not on a later page: the
+		// cursor keeps the first page's end.
+		late := store.UsageRow{RequestID: acct.Namespace + "-late", CreatedAt: end, UserID: acct.Tenant.Status.UserID,
+			TokenID: acct.Token.Status.TokenID, ModelName: "sim-chat", BillingPhase: store.PhaseSettled, Quota: 1}
+		_, err = stack.Ledger.InsertUsage(ctx, []store.UsageRow{late})
+		Expect(err).NotTo(HaveOccurred())
+		time.Sleep(1100 * time.Millisecond) // now moves past the first page's end
+		seen := 2
+		cursor := meta["next_cursor"].(string)
+		for cursor != "" {
+			code, body, _ = call("GET", fmt.Sprintf("/api/usage/tokens/requests?start_timestamp=%d&page_size=2&cursor=%s", t0, url.QueryEscape(cursor)), headers, nil)
+			Expect(code).To(Equal(200), "%v", body)
+			Expect(num(body["meta"].(map[string]any)["end_timestamp"])).To(Equal(strconv.FormatInt(end, 10)))
+			seen += len(body["data"].([]any))
+			cursor = body["meta"].(map[string]any)["next_cursor"].(string)
+		}
+		Expect(seen).To(Equal(5))
+
+		code, body, _ = call("GET", fmt.Sprintf("/api/usage/tokens/summary?start_timestamp=%d", t0), headers, nil)
+		Expect(code).To(Equal(200), "%v", body)
+		Expect(num(body["data"].([]any)[0].(map[string]any)["request_count"])).To(Equal("6"))
+	})
+
 	It("summarizes per key", func() {
 		code, body, _ := call("GET", "/api/usage/tokens/summary"+window(""), headers, nil)
 		Expect(code).To(Equal(200))
@@ -137,6 +172,9 @@ var _ = Describe("usage endpoints", func() {
 			return fmt.Sprintf("?start_timestamp=%d&end_timestamp=%d", t0, t0)
 		}),
 		Entry("no start", func() string { return fmt.Sprintf("?end_timestamp=%d", t0) }),
+		Entry("only a start 32 days ago", func() string {
+			return fmt.Sprintf("?start_timestamp=%d", time.Now().Add(-32*24*time.Hour).Unix())
+		}),
 		Entry("page_size 101", func() string { return window("&page_size=101") }),
 		Entry("page_size 0", func() string { return window("&page_size=0") }),
 		Entry("a cursor of another window", func() string {
