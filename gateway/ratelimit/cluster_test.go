@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,6 +103,34 @@ func TestClusterLimitHoldsAcrossReplicas(t *testing.T) {
 	ok, _ = replicas[1].Allow(Token("ns", "key"), 60)
 	g.Expect(ok).To(BeTrue(), "the next window")
 	replicas[1].Wait()
+}
+
+// Concurrent requests on three replicas, racing their background and
+// foreground leases, are admitted exactly the limit between them.
+func TestClusterLimitUnderConcurrency(t *testing.T) {
+	g := NewWithT(t)
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC))
+	ledger := sqliteLedger(t, clk)
+	replicas := make([]*Limiter, 3)
+	for i := range replicas {
+		replicas[i] = &Limiter{Clock: clk, Windows: ledger}
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 30 {
+		wg.Go(func() {
+			for range 20 {
+				if ok, _ := replicas[w%3].Allow(Tenant("ns"), 200); ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, l := range replicas {
+		l.Wait()
+	}
+	g.Expect(admitted.Load()).To(Equal(int64(200)))
 }
 
 // A token limit admits while the subject is out of debt; a charge beyond
