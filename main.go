@@ -363,7 +363,7 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 		return err
 	})
 	g.cnyPerUSD = decimal.RequireFromString("7.2")
-	fs.IntVar(&g.defaultRPM, "default-requests-per-minute", 0, "per-tenant request limit per replica for tenants without their own; 0 means none")
+	fs.IntVar(&g.defaultRPM, "default-requests-per-minute", 0, "per-tenant request limit per minute (across the replicas on one PostgreSQL ledger) for tenants without their own; 0 means none")
 	fs.Func("usage-durability", "what a usage row reaches before its response completes: disk (fdatasync, the default; survives power loss) or process (written to the OS, survives a crash of the gateway, not of the machine)",
 		func(v string) (err error) { g.durability, err = usagelog.ParseDurability(v); return err })
 	fs.DurationVar(&g.uploadTTL, "upload-ttl", handlers.DefaultUploadTTL,

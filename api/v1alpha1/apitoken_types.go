@@ -88,15 +88,17 @@ type ApiTokenSpec struct {
 	// +optional
 	Group string `json:"group,omitempty"`
 
-	// requestsPerMinute caps the key's requests per gateway replica; 0 means no
-	// limit of its own (the tenant's still applies).
+	// requestsPerMinute caps the key's requests per minute, across all gateway
+	// replicas on one PostgreSQL ledger; 0 means no limit of its own (the
+	// tenant's still applies).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
 	RequestsPerMinute int32 `json:"requestsPerMinute,omitempty"`
 
-	// tokensPerMinute caps the key's tokens (input + output) per gateway
-	// replica; 0 means no limit of its own.
+	// tokensPerMinute caps the key's tokens (input + output) per minute,
+	// across all gateway replicas on one PostgreSQL ledger; 0 means no limit
+	// of its own.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`

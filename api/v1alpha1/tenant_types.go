@@ -45,14 +45,16 @@ type TenantSpec struct {
 	AccessTokenRotation int64 `json:"accessTokenRotation,omitempty"`
 
 	// requestsPerMinute caps requests of all the tenant's keys together per
-	// gateway replica; 0 means the platform default.
+	// minute, across all gateway replicas on one PostgreSQL ledger; 0 means
+	// the platform default.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000000
 	RequestsPerMinute int32 `json:"requestsPerMinute,omitempty"`
 
 	// tokensPerMinute caps the tokens (input + output) of all the tenant's
-	// keys together per gateway replica; 0 means no limit.
+	// keys together per minute, across all gateway replicas on one PostgreSQL
+	// ledger; 0 means no limit.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`

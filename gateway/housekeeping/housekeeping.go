@@ -1,6 +1,7 @@
 // Package housekeeping gives back quota that nobody will settle: leases of
 // replicas that stopped renewing them, and reservations of gateways that
-// died between reserving and settling. It runs in the manager, on the
+// died between reserving and settling. It also deletes the rate windows
+// (cluster-wide rate limits) that ended. It runs in the manager, on the
 // elected leader only (one sweeper is enough; concurrent sweeps would be
 // safe, only wasteful).
 package housekeeping
@@ -15,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/platform/periodic"
+	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/store"
 )
 
@@ -35,6 +37,7 @@ const (
 type Ledger interface {
 	SweepExpiredLeases(ctx context.Context) (store.LeaseSweep, error)
 	RefundStale(ctx context.Context, olderThan time.Duration) (store.StaleRefund, error)
+	DeleteRateWindows(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Keeper runs the lease sweeper and the stale-reservation refunder. It is a
@@ -69,6 +72,12 @@ func (k *Keeper) Start(ctx context.Context) error {
 }
 
 func (k *Keeper) sweepLeases(ctx context.Context) {
+	// A window is read while it is current; the previous one is kept for
+	// replicas whose clocks are a little behind.
+	before := k.Clock.Now().Truncate(ratelimit.Window).Add(-ratelimit.Window)
+	if _, err := k.Ledger.DeleteRateWindows(ctx, before); err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).Error(err, "delete ended rate windows")
+	}
 	got, err := k.Ledger.SweepExpiredLeases(ctx)
 	k.count(metrics.LeasesSwept, metrics.LeaseQuotaReturned, got.Leases, got.Quota)
 	if err != nil && ctx.Err() == nil {

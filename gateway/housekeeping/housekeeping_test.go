@@ -92,3 +92,40 @@ func TestKeeperRunsOnTheLeaderOnly(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(housekeeping.New(nil, clock.RealClock{}).NeedLeaderElection()).To(BeTrue())
 }
+
+// The lease sweep also deletes the rate windows that ended before the
+// previous minute; the current and the previous one stay (replicas' clocks
+// differ a little).
+func TestKeeperDeletesEndedRateWindows(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := store.Open(ctx, b.dsn(t))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer s.Close()
+			now := time.Now().Truncate(time.Minute)
+			for _, start := range []time.Time{now.Add(-10 * time.Minute), now.Add(-time.Minute), now} {
+				_, err := s.LeaseRateWindow(ctx, "req/ns/key", start, 60, 6, 1)
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			k := housekeeping.New(s, clock.RealClock{})
+			k.LeaseSweepInterval = 50 * time.Millisecond
+			go func() { _ = k.Start(ctx) }()
+			g.Eventually(func() int64 {
+				n, err := s.RateWindowsTotal(ctx, "req/ns/key", now.Add(-10*time.Minute))
+				g.Expect(err).NotTo(HaveOccurred())
+				return n
+			}, 5*time.Second, 50*time.Millisecond).Should(BeZero())
+			if time.Now().Truncate(time.Minute) != now {
+				return // a minute passed: the previous window is old now
+			}
+			for _, start := range []time.Time{now.Add(-time.Minute), now} {
+				n, err := s.RateWindowsTotal(ctx, "req/ns/key", start)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(n).To(Equal(int64(6)))
+			}
+		})
+	}
+}

@@ -1,15 +1,21 @@
-// Package ratelimit limits requests and tokens per minute with token buckets
-// (golang.org/x/time/rate) kept in memory per gateway replica: a limit of N
-// per minute per replica, with a burst of the same size.
+// Package ratelimit limits requests and tokens per minute.
+//
+// A gateway alone on its ledger (SQLite, `modelgate dev`) keeps token
+// buckets (golang.org/x/time/rate) in memory: a limit of N per minute with a
+// burst of the same size, exact because no other replica admits for the
+// same key. Replicas sharing a PostgreSQL ledger hold the limit between them
+// with minute windows (cluster.go): each leases shares of the current window
+// from the ledger in chunks and admits from its share in memory.
 //
 // Request limits are checked before a request. Token limits cannot be known
-// in advance: a request is admitted while the token bucket is not in debt,
-// and its actual tokens are charged afterwards (possibly into debt, which
-// then delays the next requests), as the public APIs' TPM limits behave.
+// in advance: a request is admitted while the subject is not in debt, and
+// its actual tokens are charged afterwards (possibly into debt, which then
+// delays the next requests), as the public APIs' TPM limits behave.
 package ratelimit
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -37,9 +43,15 @@ type Limiter struct {
 	// their own; 0 means unlimited.
 	DefaultPerMinute int32
 	Clock            clock.PassiveClock
+	// Windows, when set, makes the limits cluster-wide: shares of minute
+	// windows leased from the ledger replace the per-replica buckets.
+	Windows Windows
 
 	mu      sync.Mutex
 	buckets map[Key]*bucket
+	shares  map[Key]*share
+	wg      sync.WaitGroup // background leases
+	leases  atomic.Int64
 }
 
 type bucket struct {
@@ -72,6 +84,9 @@ func (l *Limiter) Allow(key Key, perMinute int32) (bool, time.Duration) {
 	if perMinute <= 0 {
 		return true, 0
 	}
+	if l.Windows != nil {
+		return l.admit(key, int64(perMinute), true)
+	}
 	now := l.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -89,10 +104,13 @@ func (l *Limiter) TokensAvailable(key Key, perMinute int64) (bool, time.Duration
 	if perMinute <= 0 {
 		return true, 0
 	}
+	key.tokens = true
+	if l.Windows != nil {
+		return l.admit(key, perMinute, false)
+	}
 	now := l.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	key.tokens = true
 	r := l.get(key, perMinute, now).lim.ReserveN(now, 1)
 	d := r.DelayFrom(now)
 	r.CancelAt(now)
@@ -105,14 +123,19 @@ func (l *Limiter) ChargeTokens(key Key, perMinute, n int64) {
 	if perMinute <= 0 || n <= 0 {
 		return
 	}
+	key.tokens = true
+	if l.Windows != nil {
+		l.charge(key, perMinute, n)
+		return
+	}
 	now := l.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	key.tokens = true
 	l.get(key, perMinute, now).lim.ReserveN(now, int(min(n, perMinute)))
 }
 
-// Prune drops buckets unused for longer than idle (they would be full again).
+// Prune drops buckets unused for longer than idle (they would be full
+// again), and shares of windows that ended longer than idle ago.
 func (l *Limiter) Prune(idle time.Duration) {
 	cutoff := l.Clock.Now().Add(-idle)
 	l.mu.Lock()
@@ -120,6 +143,11 @@ func (l *Limiter) Prune(idle time.Duration) {
 	for k, b := range l.buckets {
 		if b.lastUsed.Before(cutoff) {
 			delete(l.buckets, k)
+		}
+	}
+	for k, s := range l.shares {
+		if s.window.Add(Window).Before(cutoff) && !s.leasing {
+			delete(l.shares, k)
 		}
 	}
 }

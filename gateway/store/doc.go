@@ -15,8 +15,11 @@
 //     InsertUsage. The Charge returned by Leaser.Settle goes on the row.
 //   - Asynchronous tasks and anything that must survive a restart between
 //     reserve and settle: Reserve, Settle, Refund by request ID.
+//   - Cluster-wide rate limits (gateway/ratelimit on PostgreSQL):
+//     LeaseRateWindow, a share of a subject's minute window per call, in
+//     chunks, never one call per request.
 //   - Housekeeping (gateway/housekeeping, on the manager's leader):
-//     SweepExpiredLeases, RefundStale.
+//     SweepExpiredLeases, RefundStale, DeleteRateWindows.
 //   - Usage endpoints: ListUsage, SummarizeUsage (ErrInvalidQuery → 422,
 //     ErrQueryTimeout → 503).
 //

@@ -207,7 +207,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes,
 			Breaker: breaker},
 		Breaker:         breaker,
-		Limiter:         &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute},
+		Limiter:         limiter(ledger, o),
 		Leaser:          leaser,
 		UsageLog:        usageSink(usage, o.WrapUsageSink),
 		Prices:          prices.Table,
@@ -244,6 +244,17 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		return nil, err
 	}
 	return srv, nil
+}
+
+// limiter holds the rate limits of every replica on a PostgreSQL ledger
+// between them (shares of minute windows in the ledger); a SQLite ledger has
+// one gateway, whose in-memory buckets are exact.
+func limiter(ledger *store.Store, o Options) *ratelimit.Limiter {
+	l := &ratelimit.Limiter{Clock: o.Clock, DefaultPerMinute: o.DefaultRequestsPerMinute}
+	if ledger.Dialect() == "postgres" {
+		l.Windows = ledger
+	}
+	return l
 }
 
 // ledgerOrSpool is ready when the ledger answers or, while it does not, when
