@@ -123,3 +123,54 @@ func TestConcurrentFittedReservationsNeverOverspend(t *testing.T) {
 		}
 	})
 }
+
+// TestCreditLine: a tenant's balance goes down to -creditLimit and no
+// further, on the direct path, with a fit and through leases.
+func TestCreditLine(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		a := newAccount(t, s, 100, 10_000, TokenLimits{})
+		g.Expect(s.SetTenantCreditLimit(ctx, a.userID, 50)).To(Succeed())
+		g.Expect(s.SetTenantCreditLimit(ctx, 424242, 50)).To(MatchError(ErrNotFound))
+		g.Expect(tenantBalance(t, s, a.userID)).To(Equal(Balance{Remain: 100, CreditLimit: 50}))
+
+		g.Expect(s.Reserve(ctx, "c-1", a.tokenID, a.userID, 130)).To(Succeed(), "30 on credit")
+		g.Expect(s.Reserve(ctx, "c-2", a.tokenID, a.userID, 21)).To(MatchError(ErrInsufficientQuota), "20 of credit left")
+		_, err := s.ReserveUpTo(ctx, "c-3", a.tokenID, a.userID, 84, linearFit)
+		g.Expect(err).To(MatchError(ErrInsufficientQuota), "nor below the 21 a fit needs")
+		g.Expect(s.Refund(ctx, "c-1")).To(Succeed())
+		got, err := s.ReserveUpTo(ctx, "c-4", a.tokenID, a.userID, 200, linearFit)
+		g.Expect([]any{got, err}).To(Equal([]any{billing.Quota(84), error(nil)}))
+		got, err = s.ReserveUpTo(ctx, "c-5", a.tokenID, a.userID, 84, linearFit)
+		g.Expect([]any{got, err}).To(Equal([]any{billing.Quota(66), error(nil)}), "fitted into the balance and the credit line")
+		g.Expect(tenantBalance(t, s, a.userID).Remain).To(Equal(billing.Quota(-50)))
+
+		// Through a leasing replica: many requests, never below -creditLimit.
+		b := newAccount(t, s, 300, 10_000, TokenLimits{})
+		g.Expect(s.SetTenantCreditLimit(ctx, b.userID, 200)).To(Succeed())
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "credit", Chunk: 100})
+		var rows []UsageRow
+		for i := range 20 {
+			id := fmt.Sprintf("cl-%d", i)
+			h, err := l.ReserveUpTo(ctx, id, b.tokenID, b.userID, 84, linearFit)
+			if isInsufficient(err) {
+				continue
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			ch, err := l.Settle(ctx, h, h.Amount())
+			g.Expect(err).NotTo(HaveOccurred())
+			rows = append(rows, UsageRow{RequestID: id, UserID: b.userID, TokenID: b.tokenID, Quota: h.Amount(), Charge: ch})
+			g.Expect(tenantBalance(t, s, b.userID).Remain).To(BeNumerically(">=", -200))
+		}
+		_, err = s.InsertUsage(ctx, rows)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.Close(ctx)).To(Succeed())
+		ten := tenantBalance(t, s, b.userID)
+		g.Expect(ten.Remain).To(BeNumerically(">=", -200))
+		g.Expect(ten.Remain).To(BeNumerically("<", -200+21), "the credit line was used up to the last request that fits")
+		g.Expect(int64(ten.Used)).To(Equal(usageSum(t, s, b.tokenID)))
+		g.Expect(ten.Remain + ten.Used).To(Equal(billing.Quota(300)))
+	})
+}
