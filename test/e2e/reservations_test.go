@@ -138,4 +138,59 @@ var _ = Describe("Reservations that never starve", func() {
 		g.Expect(int64(b.Remain)).To(Equal(keyQuota - sum))
 		g.Expect(b.Remain).To(BeNumerically(">=", 0))
 	})
+
+	It("100 concurrent max_tokens:64 requests on a key worth about ten are served, lowered, and never overspend it", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		model := uniqueModel("sim-starve")
+		textModel(t, framework.SystemNamespace, model, sim("sim", "simulated"))
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{Quota: ptr.To[int64](556)})
+		c := anthropicClient(acct.Key)
+		// ~300 bytes of body: 100 input tokens estimated (150 quota) and 64
+		// output tokens (480) reserve 630, more than the whole key.
+		prompt := strings.Repeat("say hi ", 35)
+		var served, lowered, refused int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer GinkgoRecover()
+				var resp *http.Response
+				_, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 64,
+					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))}},
+					aoption.WithResponseInto(&resp))
+				mu.Lock()
+				defer mu.Unlock()
+				var aerr *anthropic.Error
+				switch {
+				case err == nil:
+					served++
+					if resp.Header.Get("x-modelgate-output-cap") != "" {
+						lowered++
+					}
+				case errors.As(err, &aerr) && aerr.StatusCode == http.StatusBadRequest:
+					refused++
+				default:
+					Fail("unexpected error: " + err.Error())
+				}
+			}()
+		}
+		wg.Wait()
+		g.Expect(served).To(BeNumerically(">", 0))
+		g.Expect(lowered).To(Equal(served), "no request fits with its whole cap")
+		g.Expect(served + refused).To(Equal(100))
+		rows := usageRows(t, acct, served)
+		var sum int64
+		for _, r := range rows {
+			sum += int64(r.Quota)
+		}
+		b, err := stack.Ledger.TokenUsage(ctx, acct.Token.Status.TokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(int64(b.Used)).To(Equal(sum), "usage rows add up to the used quota")
+		g.Expect(b.Remain).To(BeNumerically(">=", 0), "never overspent")
+		g.Expect(int64(b.Remain + b.Used)).To(Equal(int64(556)))
+	})
 })
