@@ -174,7 +174,7 @@ func (t *Text) admit(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 		return nil
 	}
 	call.ctx, call.body, call.req, call.header, call.query, call.conv, call.span = ctx, body, req, r.Header, r.URL.RawQuery, conv, span
-	if call.OutputCap > 0 {
+	if call.OutputCap > 0 && !asksNoOutput(t.p.proto, call.body) {
 		// The reservation pays for this much output: the upstream is told
 		// so, and the client by the header.
 		if call.body, err = setOutputCap(t.p.proto, call.body, call.OutputCap); err != nil {
@@ -286,6 +286,13 @@ func (s textSubject) Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time
 		return n
 	}
 	return fit, capFor
+}
+
+// asksNoOutput reports a messages body with max_tokens 0 (a cache warm-up),
+// whose cap nothing can lower.
+func asksNoOutput(proto upstream.Protocol, body []byte) bool {
+	raw, ok := translate.FieldRaw(body, "max_tokens")
+	return proto == upstream.Messages && ok && string(raw) == "0"
 }
 
 // chargeTokenLimits counts a request's tokens against the token limits.

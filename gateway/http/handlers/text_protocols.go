@@ -236,13 +236,14 @@ const OutputCapHeader = "x-modelgate-output-cap"
 // max_output_tokens, chat whichever of max_completion_tokens and max_tokens
 // the client sent (both when it sent both), max_completion_tokens when it
 // sent neither. A translated route's upstream body is built from this one,
-// so it carries the cap in the upstream's own field.
+// so it carries the cap in the upstream's own field. A messages body that
+// asks for no output (max_tokens 0, a cache warm-up) is returned as it is.
 func setOutputCap(proto upstream.Protocol, body []byte, n int64) ([]byte, error) {
 	v := []byte(strconv.FormatInt(n, 10))
 	switch proto {
 	case upstream.Messages:
 		if raw, ok := translate.FieldRaw(body, "max_tokens"); ok && string(raw) == "0" {
-			return body, nil // no output asked for (a cache warm-up): nothing to lower
+			return body, nil
 		}
 		return translate.SetField(body, v, "max_tokens")
 	case upstream.Responses:
