@@ -296,7 +296,7 @@ func TestConsole(t *testing.T) {
 		for _, want := range []string{
 			"5 USD", "1000 credits", // the grant: 1000 credits = 5 USD
 			"Credit line 0.2 USD (40 credits) · 5.2 USD available", // spec.creditLimit
-			"welcome &lt;credit&gt;", // escaped
+			"welcome &lt;credit&gt;",                               // escaped
 			`id="used-today"`, `id="used-month"`,
 		} {
 			if !strings.Contains(body, want) {
