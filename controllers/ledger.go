@@ -15,6 +15,7 @@ import (
 type Ledger interface {
 	EnsureTenant(ctx context.Context, uid, namespace, name string) (int64, error)
 	SetTenantUnlimited(ctx context.Context, userID int64, unlimited bool) error
+	SetTenantCreditLimit(ctx context.Context, userID int64, limit billing.Quota) error
 	ApplyGrant(ctx context.Context, userID int64, grantID string, amount billing.Quota) (bool, error)
 	TenantBalance(ctx context.Context, userID int64) (store.Balance, error)
 	TenantGranted(ctx context.Context, userID int64) (billing.Quota, error)

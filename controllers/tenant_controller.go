@@ -175,6 +175,14 @@ func (r *TenantReconciler) register(ctx context.Context, t *v1.Tenant) reconcile
 	if err := r.Ledger.SetTenantUnlimited(ctx, id, t.Spec.UnlimitedQuota); err != nil {
 		return stepFailed(t, registered, ledgerError{err})
 	}
+	credit, err := creditLimitQuota(t.Spec.CreditLimit)
+	if err != nil {
+		return stepFailed(t, registered, specError{err})
+	}
+	if err := r.Ledger.SetTenantCreditLimit(ctx, id, credit); err != nil {
+		return stepFailed(t, registered, ledgerError{err})
+	}
+	t.Status.CreditLimitQuota = int64(credit)
 	return reconciler.Done(v1.ReasonReconciled, "registered in the ledger as user %d", id)
 }
 
@@ -207,6 +215,18 @@ func (r *TenantReconciler) applyGrants(ctx context.Context, t *v1.Tenant) reconc
 		return stepFailed(t, true, specError{errors.Join(refused...)})
 	}
 	return reconciler.Done(v1.ReasonReconciled, "every grant of the spec is applied")
+}
+
+// creditLimitQuota is spec.creditLimit in quota (0 when unset).
+func creditLimitQuota(c *v1.Decimal) (billing.Quota, error) {
+	if c == nil {
+		return 0, nil
+	}
+	q, err := billing.QuotaFromCreditsText(string(*c))
+	if err != nil {
+		return 0, fmt.Errorf("creditLimit: %w", err)
+	}
+	return q, nil
 }
 
 func grantQuota(g v1.Grant) (billing.Quota, error) {

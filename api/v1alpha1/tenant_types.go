@@ -28,6 +28,13 @@ type TenantSpec struct {
 	// +optional
 	UnlimitedQuota bool `json:"unlimitedQuota,omitempty"`
 
+	// creditLimit is the account's credit line in credits (200 credits =
+	// 1 USD): the balance may go down to minus this amount, and requests are
+	// reserved against the balance plus the credit line. 0 (the default)
+	// allows no debt.
+	// +optional
+	CreditLimit *Decimal `json:"creditLimit,omitempty"`
+
 	// grants add quota to the account balance. Each grant is applied exactly
 	// once, keyed by its id; removing a grant from the list does not take the
 	// quota back (grants are a ledger, not a desired balance).
@@ -169,6 +176,11 @@ type TenantStatus struct {
 	RemainQuota int64 `json:"remainQuota,omitempty"`
 	// +optional
 	UsedQuota int64 `json:"usedQuota,omitempty"`
+
+	// creditLimitQuota is the credit line in force in the ledger, in quota
+	// units: remainQuota may go down to minus this.
+	// +optional
+	CreditLimitQuota int64 `json:"creditLimitQuota,omitempty"`
 
 	// balanceSyncedAt is when remainQuota and usedQuota were last mirrored.
 	// +optional

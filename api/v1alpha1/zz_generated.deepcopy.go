@@ -1115,6 +1115,11 @@ func (in *TenantSpec) DeepCopyInto(out *TenantSpec) {
 		*out = make([]GroupName, len(*in))
 		copy(*out, *in)
 	}
+	if in.CreditLimit != nil {
+		in, out := &in.CreditLimit, &out.CreditLimit
+		*out = new(Decimal)
+		**out = **in
+	}
 	if in.Grants != nil {
 		in, out := &in.Grants, &out.Grants
 		*out = make([]Grant, len(*in))

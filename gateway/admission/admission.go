@@ -56,6 +56,20 @@ type Subject interface {
 	Estimate(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (billing.Quota, error)
 }
 
+// Fitter is a Subject whose request can be made smaller to fit the money
+// left (a text request's output cap). Fit returns the ledger's fit for the
+// request under rule and, for an amount it chose below the estimate, the
+// output cap that amount pays for.
+type Fitter interface {
+	Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (fit store.Fit, capFor func(billing.Quota) int64)
+}
+
+// UpToReserver is a Reserver that can reserve less than the estimate when
+// fit allows it (*store.Leaser).
+type UpToReserver interface {
+	ReserveUpTo(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota, fit store.Fit) (*store.Hold, error)
+}
+
 // Request is one request to admit.
 type Request struct {
 	Principal *auth.Principal
@@ -91,6 +105,9 @@ type Admission struct {
 	Estimate billing.Quota
 	// Hold is the lease hold of a leased reservation (nil: direct).
 	Hold *store.Hold
+	// OutputCap is the output cap the reservation was lowered to because
+	// the balances did not cover the request's own; 0 when not lowered.
+	OutputCap int64
 	// Done is set when the subject answered the request itself (Check).
 	Done bool
 }
@@ -154,7 +171,18 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 		log.FromContext(ctx).Error(err, "estimate request", "model", req.Model)
 		return ad, Refuse(Unpriceable, "could not price the request")
 	}
-	ad.Hold, err = req.Reserver.Reserve(ctx, req.RequestID, p.TokenID, p.UserID, ad.Estimate)
+	fitter, canFit := req.Subject.(Fitter)
+	upTo, canReserveUpTo := req.Reserver.(UpToReserver)
+	if canFit && canReserveUpTo {
+		fit, capFor := fitter.Fit(ad.Rule, route, ad.Accepted)
+		ad.Hold, err = upTo.ReserveUpTo(ctx, req.RequestID, p.TokenID, p.UserID, ad.Estimate, fit)
+		if err == nil && ad.Hold != nil && ad.Hold.Amount() < ad.Estimate {
+			ad.Estimate = ad.Hold.Amount()
+			ad.OutputCap = capFor(ad.Estimate)
+		}
+	} else {
+		ad.Hold, err = req.Reserver.Reserve(ctx, req.RequestID, p.TokenID, p.UserID, ad.Estimate)
+	}
 	switch {
 	case errors.Is(err, store.ErrInsufficientQuota):
 		metrics.ReservationsRefused.WithLabelValues("quota").Inc()

@@ -335,3 +335,43 @@ func (r *Rule) evaluate(u *Usage, at time.Time, lines *[]Line) (total, subtotal 
 	}
 	return total, subtotal, win, nil
 }
+
+// OutputTokensThatFit is the largest number of output tokens, at most
+// maxTokens, that a text request of bodyBytes can be reserved for within
+// available quota (the money left after every balance and limit is
+// counted), and the quota that reservation is (EstimateText of it). It is 0
+// when not even one output token fits besides the input. Charge does not
+// fall as output grows, so a binary search over it finds the bound exactly,
+// with the rule's own arithmetic (fixed point on the hot path, the one
+// rounding, the minimum charge, a total_tokens basis, peak windows).
+func (r *Rule) OutputTokensThatFit(bodyBytes, maxTokens int64, at time.Time, available billing.Quota) (int64, billing.Quota, error) {
+	if maxTokens < 1 {
+		return 0, 0, nil
+	}
+	cost := func(n int64) (billing.Quota, error) { return r.EstimateText(bodyBytes, n, at) }
+	q, err := cost(1)
+	if err != nil || q > available {
+		return 0, 0, err
+	}
+	lo, hi := int64(1), maxTokens // cost(lo) fits; the answer is in [lo, hi]
+	if q, err = cost(hi); err != nil {
+		return 0, 0, err
+	} else if q <= available {
+		return hi, q, nil
+	}
+	hi-- // cost(hi+1) does not fit
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		c, err := cost(mid)
+		if err != nil {
+			return 0, 0, err
+		}
+		if c <= available {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	q, err = cost(lo)
+	return lo, q, err
+}

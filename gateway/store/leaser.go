@@ -74,6 +74,9 @@ type Hold struct {
 	finished  atomic.Bool
 }
 
+// Amount is the quota the hold reserved (for ReserveUpTo, what fit chose).
+func (h *Hold) Amount() billing.Quota { return h.amount }
+
 // Direct reports whether the hold is a direct ledger reservation; its
 // Settle and Release do I/O.
 func (h *Hold) Direct() bool { return h.direct }
@@ -114,11 +117,22 @@ func (s *Store) NewLeaser(cfg LeaseConfig) *Leaser {
 // strand a large amount in one replica, and a task that runs for minutes
 // should not depend on a lease's TTL.
 func (l *Leaser) Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*Hold, error) {
+	return l.ReserveUpTo(ctx, requestID, tokenID, userID, estimate, nil)
+}
+
+// ReserveUpTo is Reserve for a request that can be made smaller (a text
+// request's output cap): when neither the lease nor a take from the ledger
+// covers estimate, the replica returns its lease and reserves directly with
+// Store.ReserveUpTo, which lets fit choose a smaller amount under the
+// ledger's row locks. Fitting against the ledger rather than the lease keeps
+// it exact across replicas: what the balances allow is known only there.
+// Hold.Amount is what was reserved.
+func (l *Leaser) ReserveUpTo(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota, fit Fit) (*Hold, error) {
 	if estimate < 0 {
 		return nil, fmt.Errorf("lease reserve: negative estimate %d", estimate)
 	}
 	if estimate > l.cfg.Chunk {
-		return l.direct(ctx, requestID, tokenID, userID, estimate)
+		return l.direct(ctx, requestID, tokenID, userID, estimate, fit)
 	}
 	ll, err := l.local(tokenID)
 	if err != nil {
@@ -134,37 +148,44 @@ func (l *Leaser) Reserve(ctx context.Context, requestID string, tokenID, userID 
 	if h == nil && err == nil {
 		h, err = l.refill(ctx, ll, tokenID, userID, estimate, true)
 	}
-	if errors.Is(err, errLowBalance) {
+	if errors.Is(err, errLowBalance) || (fit != nil && errors.Is(err, ErrInsufficientQuota)) {
 		// Near the end of the balance: give this replica's lease back so its
 		// quota serves every replica, and reserve directly.
 		l.returnLease(ctx, ll)
-		return l.direct(ctx, requestID, tokenID, userID, estimate)
+		return l.direct(ctx, requestID, tokenID, userID, estimate, fit)
 	}
 	return h, err
 }
 
 // direct makes a durable reservation in the ledger for one request.
-func (l *Leaser) direct(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) (*Hold, error) {
+func (l *Leaser) direct(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota, fit Fit) (*Hold, error) {
 	if requestID == "" {
 		return nil, errors.New("lease reserve: a direct reservation needs a request ID")
 	}
-	if err := l.store.Reserve(ctx, requestID, tokenID, userID, estimate); err != nil {
+	amount, err := l.store.ReserveUpTo(ctx, requestID, tokenID, userID, estimate, fit)
+	if err != nil {
 		return nil, err
 	}
-	return &Hold{direct: true, requestID: requestID, amount: estimate}, nil
+	return &Hold{direct: true, requestID: requestID, amount: amount}, nil
 }
 
-// returnLease gives the local lease's row back to the ledger. Holds already
-// made from it are charged to the balances when their usage rows arrive.
+// returnLease gives what the local lease has not held back to the ledger.
+// The lease row keeps the quota of holds already made from it, so their
+// usage rows still charge it: returning the whole row would hand that quota
+// to the next direct reservation while those rows, arriving later, charged
+// the balances once more.
 func (l *Leaser) returnLease(ctx context.Context, ll *localLease) {
 	ll.fill.Lock()
 	defer ll.fill.Unlock()
 	ll.mu.Lock()
-	id := ll.id
-	ll.id, ll.available = 0, 0
+	id, unheld := ll.id, ll.available
+	ll.available = 0
 	ll.mu.Unlock()
-	if id != 0 {
-		_, _, _ = l.store.releaseLease(ctx, id, false)
+	if id != 0 && unheld > 0 {
+		if err := l.store.shrinkLease(ctx, id, int64(unheld)); err != nil {
+			// Kept in the lease: the sweep returns it at expiry.
+			return
+		}
 	}
 }
 

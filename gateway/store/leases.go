@@ -259,6 +259,55 @@ func (s *Store) releaseLease(ctx context.Context, leaseID int64, onlyExpired boo
 	return returned, released, nil
 }
 
+// shrinkLease returns up to amount of a lease's remaining quota to the
+// balances and keeps the lease row with the rest. A lease that is gone is
+// not an error.
+func (s *Store) shrinkLease(ctx context.Context, leaseID, amount int64) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var tokenID, userID int64
+		err := tx.QueryRowContext(ctx, s.q(`SELECT token_id, user_id FROM leases WHERE lease_id = ?`), leaseID).Scan(&tokenID, &userID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read lease: %w", err)
+		}
+		t, err := s.lockToken(ctx, tx, tokenID) // lock order: token, tenant, lease
+		if err != nil {
+			return err
+		}
+		if _, _, err := s.lockTenant(ctx, tx, userID); err != nil {
+			return err
+		}
+		var l leaseRow
+		err = tx.QueryRowContext(ctx, s.q(`SELECT `+leaseCols+` FROM leases WHERE lease_id = ?`+s.forUpdate()), leaseID).Scan(l.dest()...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock lease: %w", err)
+		}
+		part := l
+		part.remaining = min(amount, max(l.remaining, 0))
+		if part.remaining == 0 {
+			return nil
+		}
+		tenDelta := unlease(&t, part)
+		if err := s.writeToken(ctx, tx, tokenID, t); err != nil {
+			return err
+		}
+		if err := s.addTenant(ctx, tx, userID, tenDelta, 0); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE leases SET remaining = remaining - ? WHERE lease_id = ?`), part.remaining, leaseID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("shrink lease %d: %w", leaseID, err)
+	}
+	return nil
+}
+
 // LeaseSweep is what one sweep of expired leases gave back.
 type LeaseSweep struct {
 	Leases int           // leases released

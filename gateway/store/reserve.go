@@ -22,6 +22,35 @@ const (
 // later) but its used quota still counts.
 type sides struct{ token, tenant bool }
 
+// Fit lowers a reservation that the balances cannot cover in full: given
+// the quota available (the least of what every debited balance and window
+// allows, never below 0), it returns the amount to reserve instead (at most
+// available) and false when nothing smaller fits either. It runs inside the
+// reservation's transaction, under the row locks, so concurrent requests
+// each fit against what the ones before them left.
+type Fit func(available billing.Quota) (billing.Quota, bool)
+
+// available is the least of what the token, its window caps and its tenant
+// (balance plus credit line) allow; -1 when none of them bounds it.
+func available(t tokenRow, tenantRemain int64, tenantUnlimited bool) int64 {
+	budget := int64(-1)
+	bound := func(v int64) {
+		if budget < 0 || v < budget {
+			budget = max(v, 0)
+		}
+	}
+	if !t.unlimited {
+		bound(t.remain)
+	}
+	if wb := t.windowBudget(); wb >= 0 {
+		bound(wb)
+	}
+	if !tenantUnlimited {
+		bound(tenantRemain)
+	}
+	return budget
+}
+
 // admit checks that the token, its window caps and its tenant can all cover
 // amount, and returns the balances to debit. Unlimited owners skip their own
 // check; window caps apply regardless.
@@ -36,6 +65,20 @@ func admit(t tokenRow, tenantRemain int64, tenantUnlimited bool, amount int64) (
 		return d, fmt.Errorf("tenant has %d, needs %d: %w", tenantRemain, amount, ErrInsufficientQuota)
 	}
 	return d, nil
+}
+
+// fitAmount is what to reserve of estimate: all of it when the balances
+// cover it, else what fit lowers it to within what they allow.
+func fitAmount(t tokenRow, tenantRemain int64, tenantUnlimited bool, estimate int64, fit Fit) (int64, error) {
+	budget := available(t, tenantRemain, tenantUnlimited)
+	if budget < 0 || budget >= estimate || fit == nil {
+		return estimate, nil
+	}
+	amount, ok := fit(billing.Quota(budget))
+	if !ok || int64(amount) > budget || amount < 0 {
+		return 0, fmt.Errorf("balances allow %d, request needs %d: %w", budget, estimate, ErrInsufficientQuota)
+	}
+	return int64(amount), nil
 }
 
 // hold takes amount out of the token row (remain and windows) in memory.
@@ -54,9 +97,20 @@ func (t *tokenRow) hold(d sides, amount, now int64) {
 // error wraps ErrInsufficientQuota. Reserve is idempotent by requestID: a
 // repeat of an open or settled reservation returns nil without charging.
 func (s *Store) Reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota) error {
+	_, err := s.ReserveUpTo(ctx, requestID, tokenID, userID, estimate, nil)
+	return err
+}
+
+// ReserveUpTo is Reserve for a request that can be made smaller: when the
+// balances cannot cover estimate, fit (if not nil) chooses a smaller amount
+// within what they allow, under the same row locks, and that is reserved.
+// It returns the amount reserved (for a repeat, the amount the reservation
+// holds).
+func (s *Store) ReserveUpTo(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota, fit Fit) (billing.Quota, error) {
 	if estimate < 0 {
-		return fmt.Errorf("reserve %s: negative estimate %d", requestID, estimate)
+		return 0, fmt.Errorf("reserve %s: negative estimate %d", requestID, estimate)
 	}
+	var reserved int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		// Claim the request ID first: a concurrent duplicate blocks here on
@@ -69,7 +123,8 @@ func (s *Store) Reserve(ctx context.Context, requestID string, tokenID, userID i
 			return fmt.Errorf("claim request: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return s.repeatReserve(ctx, tx, requestID)
+			reserved, err = s.repeatReserve(ctx, tx, requestID)
+			return err
 		}
 		t, err := s.lockToken(ctx, tx, tokenID)
 		if err != nil {
@@ -85,39 +140,45 @@ func (s *Store) Reserve(ctx context.Context, requestID string, tokenID, userID i
 		if err != nil {
 			return err
 		}
-		d, err := admit(t, tenantRemain, tenantUnlimited, int64(estimate))
+		amount, err := fitAmount(t, tenantRemain, tenantUnlimited, int64(estimate), fit)
 		if err != nil {
 			return err
 		}
-		t.hold(d, int64(estimate), now)
+		d, err := admit(t, tenantRemain, tenantUnlimited, amount)
+		if err != nil {
+			return err
+		}
+		t.hold(d, amount, now)
 		if err := s.writeToken(ctx, tx, tokenID, t); err != nil {
 			return err
 		}
 		if d.tenant {
-			if err := s.addTenant(ctx, tx, userID, -int64(estimate), 0); err != nil {
+			if err := s.addTenant(ctx, tx, userID, -amount, 0); err != nil {
 				return err
 			}
 		}
 		_, err = tx.ExecContext(ctx, s.q(`
-			UPDATE reservations SET debit_token = ?, debit_tenant = ?, daily_start = ?, monthly_start = ?
-			WHERE request_id = ?`), d.token, d.tenant, t.dailyStart, t.monthlyStart, requestID)
+			UPDATE reservations SET amount = ?, debit_token = ?, debit_tenant = ?, daily_start = ?, monthly_start = ?
+			WHERE request_id = ?`), amount, d.token, d.tenant, t.dailyStart, t.monthlyStart, requestID)
+		reserved = amount
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("reserve %s: %w", requestID, err)
+		return 0, fmt.Errorf("reserve %s: %w", requestID, err)
 	}
-	return nil
+	return billing.Quota(reserved), nil
 }
 
-func (s *Store) repeatReserve(ctx context.Context, tx *sql.Tx, requestID string) error {
+func (s *Store) repeatReserve(ctx context.Context, tx *sql.Tx, requestID string) (int64, error) {
 	var state string
-	if err := tx.QueryRowContext(ctx, s.q(`SELECT state FROM reservations WHERE request_id = ?`), requestID).Scan(&state); err != nil {
-		return fmt.Errorf("read existing reservation: %w", err)
+	var amount int64
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT state, amount FROM reservations WHERE request_id = ?`), requestID).Scan(&state, &amount); err != nil {
+		return 0, fmt.Errorf("read existing reservation: %w", err)
 	}
 	if state == stateRefunded {
-		return fmt.Errorf("request was refunded: %w", ErrReservationClosed)
+		return 0, fmt.Errorf("request was refunded: %w", ErrReservationClosed)
 	}
-	return nil
+	return amount, nil
 }
 
 // reservationRow is a reservation as read inside a quota transaction.

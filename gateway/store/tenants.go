@@ -17,6 +17,9 @@ type Balance struct {
 	// Used is the settled quota: the sum of its usage charges.
 	Used      billing.Quota
 	Unlimited bool
+	// CreditLimit is how far below zero a tenant's Remain may go (its
+	// credit line); always 0 for a token.
+	CreditLimit billing.Quota
 }
 
 // EnsureTenant returns the integer user ID of the tenant with Kubernetes UID
@@ -40,6 +43,21 @@ func (s *Store) SetTenantUnlimited(ctx context.Context, userID int64, unlimited 
 	res, err := s.db.ExecContext(ctx, s.q(`UPDATE tenants SET unlimited = ? WHERE user_id = ?`), unlimited, userID)
 	if err != nil {
 		return fmt.Errorf("set tenant %d unlimited: %w", userID, err)
+	}
+	return expectOne(res, "tenant", userID)
+}
+
+// SetTenantCreditLimit sets the tenant's credit line: reservations are taken
+// against remain + limit, so the balance can go down to -limit. Lowering it
+// below what is already owed refuses new requests until grants cover it;
+// nothing already reserved is taken back.
+func (s *Store) SetTenantCreditLimit(ctx context.Context, userID int64, limit billing.Quota) error {
+	if limit < 0 {
+		return fmt.Errorf("set tenant %d credit limit: negative limit %d", userID, limit)
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE tenants SET credit_limit = ? WHERE user_id = ?`), int64(limit), userID)
+	if err != nil {
+		return fmt.Errorf("set tenant %d credit limit: %w", userID, err)
 	}
 	return expectOne(res, "tenant", userID)
 }
@@ -76,16 +94,16 @@ func (s *Store) ApplyGrant(ctx context.Context, userID int64, grantID string, am
 // TenantBalance returns the tenant's balance (account-wide, all tokens).
 func (s *Store) TenantBalance(ctx context.Context, userID int64) (Balance, error) {
 	var b Balance
-	var remain, used int64
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT remain_quota, used_quota, unlimited FROM tenants WHERE user_id = ?`), userID).
-		Scan(&remain, &used, &b.Unlimited)
+	var remain, used, credit int64
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT remain_quota, used_quota, unlimited, credit_limit FROM tenants WHERE user_id = ?`), userID).
+		Scan(&remain, &used, &b.Unlimited, &credit)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("tenant %d: %w", userID, ErrNotFound)
 	}
 	if err != nil {
 		return b, fmt.Errorf("tenant %d balance: %w", userID, err)
 	}
-	b.Remain, b.Used = billing.Quota(remain), billing.Quota(used)
+	b.Remain, b.Used, b.CreditLimit = billing.Quota(remain), billing.Quota(used), billing.Quota(credit)
 	return b, nil
 }
 

@@ -214,12 +214,12 @@ func (s *Store) lockToken(ctx context.Context, tx *sql.Tx, tokenID int64) (token
 	return t, nil
 }
 
-// lockTenant reads a tenant's remain and unlimited flag inside tx, locking
-// the row on PostgreSQL. Always lock the token first: the order
+// lockTenant reads what a tenant can spend (its remain plus its credit
+// line) and its unlimited flag inside tx, locking the row on PostgreSQL. Always lock the token first: the order
 // reservation → token → tenant → lease is the same everywhere, so
 // transactions never deadlock.
 func (s *Store) lockTenant(ctx context.Context, tx *sql.Tx, userID int64) (remain int64, unlimited bool, err error) {
-	err = tx.QueryRowContext(ctx, s.q(`SELECT remain_quota, unlimited FROM tenants WHERE user_id = ?`+s.forUpdate()), userID).Scan(&remain, &unlimited)
+	err = tx.QueryRowContext(ctx, s.q(`SELECT remain_quota + credit_limit, unlimited FROM tenants WHERE user_id = ?`+s.forUpdate()), userID).Scan(&remain, &unlimited)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, fmt.Errorf("tenant %d: %w", userID, ErrNotFound)
 	}

@@ -56,7 +56,7 @@ type tenant struct {
 func newTenant(t *testing.T, keyName string, rows int) *tenant {
 	t.Helper()
 	ctx := context.Background()
-	acct, err := stack.NewAccount(ctx, v1.TenantSpec{DisplayName: "Tenant " + keyName,
+	acct, err := stack.NewAccount(ctx, v1.TenantSpec{DisplayName: "Tenant " + keyName, CreditLimit: ptr.To(v1.Decimal("40")),
 		Grants: []v1.Grant{{ID: "welcome", Credits: ptr.To(v1.Decimal("1000")), Reason: "welcome <credit>"}}},
 		v1.ApiTokenSpec{DisplayName: keyName, Quota: ptr.To[int64](1000000), DailyQuota: 250000, RequestsPerMinute: 60})
 	if err != nil {
@@ -295,7 +295,8 @@ func TestConsole(t *testing.T) {
 		body := page(t, "/console/overview", c)
 		for _, want := range []string{
 			"5 USD", "1000 credits", // the grant: 1000 credits = 5 USD
-			"welcome &lt;credit&gt;", // escaped
+			"Credit line 0.2 USD (40 credits) · 5.2 USD available", // spec.creditLimit
+			"welcome &lt;credit&gt;",                               // escaped
 			`id="used-today"`, `id="used-month"`,
 		} {
 			if !strings.Contains(body, want) {

@@ -32,6 +32,7 @@ type grantRow struct {
 type overviewData struct {
 	Unlimited                    bool
 	Remain, Used                 billing.Quota
+	CreditLimit, Available       billing.Quota // the credit line, and Remain plus it
 	Today, Month                 billing.Quota
 	TodayRequests, MonthRequests int64
 	Grants                       []grantRow
@@ -59,7 +60,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant)
 		return
 	}
 	// As the balance endpoint: quota leased to a gateway replica is not spent.
-	d := overviewData{Unlimited: b.Unlimited || t.Spec.UnlimitedQuota, Remain: b.Remain + leased, Used: b.Used}
+	d := overviewData{Unlimited: b.Unlimited || t.Spec.UnlimitedQuota, Remain: b.Remain + leased, Used: b.Used,
+		CreditLimit: b.CreditLimit, Available: b.Remain + leased + b.CreditLimit}
 	for _, u := range days {
 		d.Month += u.Quota
 		d.MonthRequests += u.RequestCount

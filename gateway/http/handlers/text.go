@@ -174,6 +174,17 @@ func (t *Text) admit(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 		return nil
 	}
 	call.ctx, call.body, call.req, call.header, call.query, call.conv, call.span = ctx, body, req, r.Header, r.URL.RawQuery, conv, span
+	if call.OutputCap > 0 && !asksNoOutput(t.p.proto, call.body) {
+		// The reservation pays for this much output: the upstream is told
+		// so, and the client by the header.
+		if call.body, err = setOutputCap(t.p.proto, call.body, call.OutputCap); err != nil {
+			t.release(call)
+			t.p.fail(w, http.StatusBadRequest, "", "could not set the output cap")
+			return nil
+		}
+		call.req.MaxTokens = call.OutputCap
+		w.Header().Set(OutputCapHeader, strconv.FormatInt(call.OutputCap, 10))
+	}
 	return call
 }
 
@@ -247,11 +258,41 @@ func (textSubject) Facts() pricing.Facts { return pricing.Facts{} }
 // Estimate reserves the input by the body's size and the output up to
 // max_tokens (or the route's cap, or defaultOutputEstimate).
 func (s textSubject) Estimate(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (billing.Quota, error) {
-	outCap := s.req.MaxTokens
-	if outCap == 0 {
-		outCap = max(int64(route.Spec.MaxOutputTokens), defaultOutputEstimate)
+	return rule.EstimateText(s.bodyLen, s.outputCap(route), accepted)
+}
+
+// outputCap is the output the estimate reserves for.
+func (s textSubject) outputCap(route *v1.ModelRoute) int64 {
+	if s.req.MaxTokens > 0 {
+		return s.req.MaxTokens
 	}
-	return rule.EstimateText(s.bodyLen, outCap, accepted)
+	if maxOut := int64(route.Spec.MaxOutputTokens); maxOut > 0 {
+		return maxOut
+	}
+	return defaultOutputEstimate
+}
+
+// Fit lowers the output cap to what the money left pays for, the input
+// estimate first: a request is refused only when the input and one output
+// token do not fit (docs/billing.md, "Reservations").
+func (s textSubject) Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (store.Fit, func(billing.Quota) int64) {
+	outCap := s.outputCap(route)
+	fit := func(available billing.Quota) (billing.Quota, bool) {
+		n, q, err := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, available)
+		return q, err == nil && n > 0
+	}
+	capFor := func(amount billing.Quota) int64 {
+		n, _, _ := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, amount)
+		return n
+	}
+	return fit, capFor
+}
+
+// asksNoOutput reports a messages body with max_tokens 0 (a cache warm-up),
+// whose cap nothing can lower.
+func asksNoOutput(proto upstream.Protocol, body []byte) bool {
+	raw, ok := translate.FieldRaw(body, "max_tokens")
+	return proto == upstream.Messages && ok && string(raw) == "0"
 }
 
 // chargeTokenLimits counts a request's tokens against the token limits.

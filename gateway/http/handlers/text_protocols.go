@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"unicode/utf8"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -224,4 +225,40 @@ func parseResponses(body []byte) (textRequest, string) {
 	}
 	_, msg = f.str("previous_response_id", false)
 	return req, msg
+}
+
+// OutputCapHeader tells the client the output cap its request was served
+// with when the gateway lowered it to what the balance pays for.
+const OutputCapHeader = "x-modelgate-output-cap"
+
+// setOutputCap writes the output cap into a client body in its protocol's
+// field, keeping every other byte: messages max_tokens, responses
+// max_output_tokens, chat whichever of max_completion_tokens and max_tokens
+// the client sent (both when it sent both), max_completion_tokens when it
+// sent neither. A translated route's upstream body is built from this one,
+// so it carries the cap in the upstream's own field. A messages body that
+// asks for no output (max_tokens 0, a cache warm-up) is returned as it is.
+func setOutputCap(proto upstream.Protocol, body []byte, n int64) ([]byte, error) {
+	v := []byte(strconv.FormatInt(n, 10))
+	switch proto {
+	case upstream.Messages:
+		if raw, ok := translate.FieldRaw(body, "max_tokens"); ok && string(raw) == "0" {
+			return body, nil
+		}
+		return translate.SetField(body, v, "max_tokens")
+	case upstream.Responses:
+		return translate.SetField(body, v, "max_output_tokens")
+	}
+	_, mct := translate.FieldRaw(body, "max_completion_tokens")
+	_, mt := translate.FieldRaw(body, "max_tokens")
+	var err error
+	if mct || !mt {
+		if body, err = translate.SetField(body, v, "max_completion_tokens"); err != nil {
+			return nil, err
+		}
+	}
+	if mt {
+		body, err = translate.SetField(body, v, "max_tokens")
+	}
+	return body, err
 }
