@@ -249,7 +249,9 @@ func (e *Embeddings) refuse(w http.ResponseWriter, r *admission.Error) {
 // with no output.
 type embedSubject struct{ bodyLen int64 }
 
-func (embedSubject) Check(context.Context, *v1.ModelRoute) (bool, *admission.Error) { return false, nil }
+func (embedSubject) Check(context.Context, *v1.ModelRoute) (bool, *admission.Error) {
+	return false, nil
+}
 
 func (embedSubject) Facts() pricing.Facts { return pricing.Facts{} }
 
@@ -400,4 +402,3 @@ func appendFloat(b []byte, x float64) []byte {
 	}
 	return strconv.AppendFloat(b, x, 'g', -1, 64)
 }
-
