@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/upstream/azureopenai"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )
@@ -81,14 +82,15 @@ func postRaw(t testing.TB, path, key, body string) (int, map[string]any) {
 }
 
 var _ = Describe("Embeddings", func() {
-	// One account calls three embedding models with openai-go, through an
-	// OpenAI-compatible upstream (the client's bytes passed on), Bedrock's
+	// One account calls four embedding models with openai-go, through an
+	// OpenAI-compatible upstream (the client's bytes passed on), Azure
+	// OpenAI (a deployment's embeddings operation), Bedrock's
 	// Titan (one InvokeModel per text, signed) and Gemini
 	// (batchEmbedContents), in floats and base64, with dimensions: the
 	// vectors are the upstream's, each request has one settled usage row of
 	// the upstream's input tokens (Gemini's: the documented estimate) and
 	// the ledger holds their sum.
-	It("serves openai-go through OpenAI-compatible, Bedrock Titan and Gemini upstreams, floats and base64, billed exactly", func() {
+	It("serves openai-go through OpenAI-compatible, Azure, Bedrock Titan and Gemini upstreams, floats and base64, billed exactly", func() {
 		t := GinkgoTB()
 		g := NewWithT(t)
 		oai := startFake(t, "openai")
@@ -142,6 +144,23 @@ var _ = Describe("Embeddings", func() {
 		g.Expect(strings32(res.Data[0].Embedding)).To(Equal(fakeupstream.EmbeddingVector("just one", 0)))
 		g.Expect(oai.Last().JSON()).To(HaveKeyWithValue("encoding_format", "base64"))
 		expectRow(viaOpenAI, 2)
+
+		By("Azure OpenAI, a deployment's embeddings")
+		az := fakeupstream.NewAzureOpenAI()
+		t.Cleanup(az.Close)
+		az.SetDeployments("emb-deployment")
+		azb := fakeBackend(t, "azure", azureopenai.Name, az.URL, az.Key(), "emb-deployment")
+		azb.Options = map[string]string{azureopenai.OptionAPIVersion: "2024-10-21"}
+		viaAzure := uniqueModel("emb-azure")
+		embeddingModel(t, viaAzure, azb)
+		res, err = embed(t, acct.Key, openai.EmbeddingNewParams{Model: viaAzure,
+			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("azure text here")}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.Model).To(Equal(viaAzure))
+		g.Expect(strings32(res.Data[0].Embedding)).To(Equal(fakeupstream.EmbeddingVector("azure text here", 0)))
+		g.Expect(az.Last().Path).To(Equal("/openai/deployments/emb-deployment/embeddings"))
+		g.Expect(az.Last().Header.Get("api-key")).To(Equal(az.Key()))
+		expectRow(viaAzure, 3)
 
 		By("Bedrock Titan, base64 encoded by the gateway, dimensions")
 		texts = []string{"a b c", "d"}
