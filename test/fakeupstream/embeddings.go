@@ -60,6 +60,9 @@ func (s *Server) isEmbedding(r *http.Request) bool {
 	case kindBedrock:
 		_, method, ok := bedrockPath(r)
 		return ok && method == "invoke"
+	case kindVertex:
+		rt, ok := vertexPath(r.URL.Path)
+		return ok && (rt.method == "embedContent" || rt.method == "batchEmbedContents")
 	}
 	return false
 }
@@ -128,7 +131,11 @@ func validateOpenAIEmbedding(body []byte, needModel bool) string {
 func (s *Server) embeddingReply(w http.ResponseWriter, r *http.Request, body []byte, reply Reply) {
 	switch s.kind {
 	case kindGemini:
-		s.geminiEmbeddingReply(w, r, body)
+		_, method, _ := geminiPath(r.URL.Path)
+		s.geminiEmbeddingReply(w, method, body)
+	case kindVertex:
+		rt, _ := vertexPath(r.URL.Path)
+		s.geminiEmbeddingReply(w, rt.method, body)
 	case kindBedrock:
 		s.bedrockEmbeddingReply(w, r, body, reply)
 	default:
@@ -303,7 +310,7 @@ type geminiFakeEmbed struct {
 
 // validateGeminiEmbedding checks an embedContent or batchEmbedContents
 // body: content with text parts, and in a batch each request naming the
-// model of the URL.
+// model of the URL (model: "models/…", or a Vertex AI resource name).
 func validateGeminiEmbedding(model, method string, body []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -319,8 +326,8 @@ func validateGeminiEmbedding(model, method string, body []byte) string {
 			return "* BatchEmbedContentsRequest.requests: contents is not specified"
 		}
 		for i, r := range b.Requests {
-			if r.Model != "models/"+model {
-				return fmt.Sprintf("* BatchEmbedContentsRequest.model: requests[%d].model %q does not match the request's model models/%s", i, r.Model, model)
+			if r.Model != model {
+				return fmt.Sprintf("* BatchEmbedContentsRequest.model: requests[%d].model %q does not match the request's model %s", i, r.Model, model)
 			}
 		}
 		reqs = b.Requests
@@ -362,8 +369,7 @@ func geminiEmbedding(r geminiFakeEmbed) map[string]any {
 
 // geminiEmbeddingReply answers with vectors only: the Gemini API reports
 // no token count for embeddings.
-func (s *Server) geminiEmbeddingReply(w http.ResponseWriter, r *http.Request, body []byte) {
-	_, method, _ := geminiPath(r.URL.Path)
+func (s *Server) geminiEmbeddingReply(w http.ResponseWriter, method string, body []byte) {
 	if method == "batchEmbedContents" {
 		var b struct {
 			Requests []geminiFakeEmbed `json:"requests"`

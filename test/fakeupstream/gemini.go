@@ -94,7 +94,7 @@ func (s *Server) checkGemini(w http.ResponseWriter, r *http.Request, body []byte
 		validate = func(body []byte) string { return validateGeminiCount(body, model) }
 	}
 	if method == "embedContent" || method == "batchEmbedContents" {
-		validate = func(body []byte) string { return validateGeminiEmbedding(model, method, body) }
+		validate = func(body []byte) string { return validateGeminiEmbedding("models/"+model, method, body) }
 	}
 	if msg := validate(body); msg != "" {
 		writeJSON(w, http.StatusBadRequest, geminiError(400, msg, ""))
