@@ -82,15 +82,15 @@ func postRaw(t testing.TB, path, key, body string) (int, map[string]any) {
 }
 
 var _ = Describe("Embeddings", func() {
-	// One account calls four embedding models with openai-go, through an
+	// One account calls five embedding models with openai-go, through an
 	// OpenAI-compatible upstream (the client's bytes passed on), Azure
 	// OpenAI (a deployment's embeddings operation), Bedrock's
-	// Titan (one InvokeModel per text, signed) and Gemini
+	// Titan (one InvokeModel per text, signed) and Cohere, and Gemini
 	// (batchEmbedContents), in floats and base64, with dimensions: the
 	// vectors are the upstream's, each request has one settled usage row of
 	// the upstream's input tokens (Gemini's: the documented estimate) and
 	// the ledger holds their sum.
-	It("serves openai-go through OpenAI-compatible, Azure, Bedrock Titan and Gemini upstreams, floats and base64, billed exactly", func() {
+	It("serves openai-go through OpenAI-compatible, Azure, Bedrock Titan and Cohere, and Gemini upstreams, floats and base64, billed exactly", func() {
 		t := GinkgoTB()
 		g := NewWithT(t)
 		oai := startFake(t, "openai")
@@ -182,6 +182,19 @@ var _ = Describe("Embeddings", func() {
 		g.Expect(reqs[0].JSON()).To(Equal(map[string]any{"inputText": "a b c", "dimensions": float64(256)}))
 		g.Expect(reqs[1].Header.Get("Authorization")).To(HavePrefix("AWS4-HMAC-SHA256 Credential=" + fakeupstream.BedrockAccessKeyID + "/"))
 		expectRow(viaTitan, 4)
+
+		By("Bedrock Cohere, floats: the input-token header's count")
+		viaCohere := uniqueModel("emb-cohere")
+		embeddingModel(t, viaCohere, bedrockBackend(t, "cohere", brk, "cohere.embed-multilingual-v3"))
+		texts = []string{"uno dos", "tres"}
+		res, err = embed(t, acct.Key, openai.EmbeddingNewParams{Model: viaCohere, Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts}})
+		g.Expect(err).NotTo(HaveOccurred())
+		for i, s := range texts {
+			g.Expect(strings32(res.Data[i].Embedding)).To(Equal(fakeupstream.EmbeddingVector(s, 0)))
+		}
+		g.Expect(res.Usage.PromptTokens).To(Equal(int64(3)))
+		g.Expect(brk.Last().JSON()).To(HaveKeyWithValue("texts", []any{"uno dos", "tres"}), "one call for the array")
+		expectRow(viaCohere, 3)
 
 		By("Gemini, floats: the estimate of the input's bytes")
 		texts = []string{"one two three", "four five"}
