@@ -5,7 +5,7 @@ import (
 )
 
 // ModelType is what a model produces.
-// +kubebuilder:validation:Enum=text;image;video;audio
+// +kubebuilder:validation:Enum=text;image;video;audio;embedding
 type ModelType string
 
 // Model types.
@@ -14,10 +14,12 @@ const (
 	ModelTypeImage ModelType = "image"
 	ModelTypeVideo ModelType = "video"
 	ModelTypeAudio ModelType = "audio"
+	// ModelTypeEmbedding models turn text into vectors (POST /v1/embeddings).
+	ModelTypeEmbedding ModelType = "embedding"
 )
 
 // EndpointType is a client protocol a model is served on.
-// +kubebuilder:validation:Enum=messages;chat_completions;responses;image_generation;video_generation
+// +kubebuilder:validation:Enum=messages;chat_completions;responses;image_generation;video_generation;embeddings
 type EndpointType string
 
 // Endpoint types (the contract's supported_endpoint_types values).
@@ -27,6 +29,7 @@ const (
 	EndpointResponses       EndpointType = "responses"
 	EndpointImageGeneration EndpointType = "image_generation"
 	EndpointVideoGeneration EndpointType = "video_generation"
+	EndpointEmbeddings      EndpointType = "embeddings"
 )
 
 // ValidationProfile names the request rules of a media model family.

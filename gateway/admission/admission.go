@@ -135,7 +135,9 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 		return ad, Refuse(ModelNotFound, fmt.Sprintf("model %q not found", req.Model))
 	}
 	if route.Spec.Type != req.Family {
-		return ad, Refuse(WrongFamily, fmt.Sprintf("model %q is %s %s model; use %s", req.Model, article(route.Spec.Type), route.Spec.Type, endpointsOf(route.Spec.Type)))
+		e := Refuse(WrongFamily, fmt.Sprintf("model %q is %s %s model; use %s", req.Model, article(route.Spec.Type), route.Spec.Type, endpointsOf(route.Spec.Type)))
+		e.ModelType = route.Spec.Type
+		return ad, e
 	}
 	if eps := route.Spec.EndpointTypes; req.Endpoint != "" && len(eps) > 0 && !slices.Contains(eps, req.Endpoint) {
 		return ad, Refuse(UnsupportedEndpoint, fmt.Sprintf("model %q is not served on this endpoint (%s)", req.Model, req.Endpoint))
@@ -217,6 +219,8 @@ func endpointsOf(t v1.ModelType) string {
 		return "/v1/images/generations"
 	case v1.ModelTypeVideo:
 		return "/v1/videos/generations"
+	case v1.ModelTypeEmbedding:
+		return "/v1/embeddings"
 	}
 	return fmt.Sprintf("an endpoint for %s models", t)
 }

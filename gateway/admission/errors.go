@@ -3,6 +3,8 @@ package admission
 import (
 	"net/http"
 	"time"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 )
 
 // Reason is why a request was refused. Each protocol family renders it in
@@ -41,6 +43,8 @@ type Error struct {
 	Type string
 	// RetryAfter is the wait a rate-limit refusal advises.
 	RetryAfter time.Duration
+	// ModelType is the route's model type of a WrongFamily refusal.
+	ModelType v1.ModelType
 }
 
 func (e *Error) Error() string { return string(e.Reason) + ": " + e.Message }

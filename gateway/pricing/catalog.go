@@ -40,7 +40,7 @@ type CatalogPage struct {
 // CatalogItem is one model of the catalog.
 type CatalogItem struct {
 	ID     string         `json:"id"`
-	Type   string         `json:"type"`   // image or video
+	Type   string         `json:"type"`   // image, video or embedding
 	Prices []CatalogPrice `json:"prices"` // never null; empty when no rate can be published safely
 }
 
@@ -93,7 +93,7 @@ type CatalogPeakWindow struct {
 // CatalogQuery is the parsed query of GET /v1/pricing.
 type CatalogQuery struct {
 	Model string // exact model ID; empty = every model
-	Type  string // "image", "video" or empty
+	Type  string // "image", "video", "embedding" or empty
 	Limit int    // 1–100; 0 = 100
 	After string // cursor from next_after
 }
@@ -111,8 +111,8 @@ func ParseCatalogQuery(values url.Values) (CatalogQuery, error) {
 		case "model":
 			q.Model = v
 		case "type":
-			if v != string(v1.ModelTypeImage) && v != string(v1.ModelTypeVideo) {
-				return q, fmt.Errorf("%w: type must be image or video", ErrInvalidQuery)
+			if !catalogType(v1.ModelType(v)) {
+				return q, fmt.Errorf("%w: type must be image, video or embedding", ErrInvalidQuery)
 			}
 			q.Type = v
 		case "limit":
@@ -248,8 +248,8 @@ func BuildCatalog(in CatalogInput, q CatalogQuery) (*CatalogPage, error) {
 	if limit < 1 || limit > MaxCatalogLimit {
 		return nil, fmt.Errorf("%w: limit must be an integer from 1 to %d", ErrInvalidQuery, MaxCatalogLimit)
 	}
-	if q.Type != "" && q.Type != string(v1.ModelTypeImage) && q.Type != string(v1.ModelTypeVideo) {
-		return nil, fmt.Errorf("%w: type must be image or video", ErrInvalidQuery)
+	if q.Type != "" && !catalogType(v1.ModelType(q.Type)) {
+		return nil, fmt.Errorf("%w: type must be image, video or embedding", ErrInvalidQuery)
 	}
 	after := ""
 	if q.After != "" {
@@ -276,12 +276,12 @@ func BuildCatalog(in CatalogInput, q CatalogQuery) (*CatalogPage, error) {
 		}
 		routes[id] = rt
 	}
-	// Models available to the key: image or video, allowed, with at least one
+	// Models available to the key: image, video or embedding, allowed, with at least one
 	// enabled backend serving one of its groups (ready or not: a model whose
 	// backends are all unready is listed with an empty prices array).
 	var ids []string
 	for id, rt := range routes {
-		if rt.Spec.Type != v1.ModelTypeImage && rt.Spec.Type != v1.ModelTypeVideo {
+		if !catalogType(rt.Spec.Type) {
 			continue
 		}
 		if in.ModelAllowed != nil && !in.ModelAllowed(id) {
@@ -357,6 +357,12 @@ func BuildCatalog(in CatalogInput, q CatalogQuery) (*CatalogPage, error) {
 		page.Data = append(page.Data, item)
 	}
 	return page, nil
+}
+
+// catalogType reports whether models of type t are in the catalog: the
+// media families and embeddings (text prices are published elsewhere).
+func catalogType(t v1.ModelType) bool {
+	return t == v1.ModelTypeImage || t == v1.ModelTypeVideo || t == v1.ModelTypeEmbedding
 }
 
 func routeWins(a, b *v1.ModelRoute, system string) bool {

@@ -63,7 +63,7 @@ type BackendReviewer interface {
 
 // Entry names one adapter. An adapter has one or more capabilities,
 // found by type assertion: TextProvider, TaskAdapter (and Canceler),
-// AssetReviewer.
+// AssetReviewer, Embedder.
 type Entry struct {
 	Name    string
 	Adapter any
@@ -76,13 +76,14 @@ type Registry struct {
 	text      map[string]TextProvider
 	tasks     map[string]TaskAdapter
 	reviewers map[string]AssetReviewer
+	embedders map[string]Embedder
 }
 
 // NewRegistry indexes entries by capability. It panics on a duplicate name
 // or an adapter with no capability: the list is a compile-time constant of
 // the program (see package builtin).
 func NewRegistry(entries ...Entry) *Registry {
-	r := &Registry{text: map[string]TextProvider{}, tasks: map[string]TaskAdapter{}, reviewers: map[string]AssetReviewer{}}
+	r := &Registry{text: map[string]TextProvider{}, tasks: map[string]TaskAdapter{}, reviewers: map[string]AssetReviewer{}, embedders: map[string]Embedder{}}
 	seen := map[string]bool{}
 	for _, e := range entries {
 		if seen[e.Name] {
@@ -98,6 +99,9 @@ func NewRegistry(entries ...Entry) *Registry {
 		}
 		if a, ok := e.Adapter.(AssetReviewer); ok {
 			r.reviewers[e.Name], found = a, true
+		}
+		if a, ok := e.Adapter.(Embedder); ok {
+			r.embedders[e.Name], found = a, true
 		}
 		if !found {
 			panic(fmt.Sprintf("upstream: adapter %s (%T) has no capability", e.Name, e.Adapter))
@@ -126,12 +130,19 @@ func (r *Registry) Reviewer(name string) (AssetReviewer, bool) {
 	return a, ok
 }
 
+// Embedder returns the embeddings adapter registered under name.
+func (r *Registry) Embedder(name string) (Embedder, bool) {
+	a, ok := r.embedders[name]
+	return a, ok
+}
+
 // Known reports whether any adapter is registered under name; the
 // ModelRoute controller refuses backends of any other provider.
 func (r *Registry) Known(name string) bool {
 	_, t := r.text[name]
 	_, k := r.tasks[name]
-	return t || k
+	_, e := r.embedders[name]
+	return t || k || e
 }
 
 // Names lists the registered adapters, sorted.

@@ -50,11 +50,15 @@ var azureVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
 
 func (s *Server) checkAzure(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	deployment, v1 := "", false
+	op := "/chat/completions"
+	if s.isEmbedding(r) {
+		op = "/embeddings"
+	}
 	switch {
-	case r.URL.Path == "/openai/v1/chat/completions":
+	case r.URL.Path == "/openai/v1"+op:
 		v1 = true
-	case strings.HasPrefix(r.URL.Path, "/openai/deployments/") && strings.HasSuffix(r.URL.Path, "/chat/completions"):
-		deployment = strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/openai/deployments/"), "/chat/completions")
+	case strings.HasPrefix(r.URL.Path, "/openai/deployments/") && strings.HasSuffix(r.URL.Path, op):
+		deployment = strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/openai/deployments/"), op)
 		if d, err := url.PathUnescape(deployment); err == nil {
 			deployment = d
 		}
@@ -94,7 +98,11 @@ func (s *Server) checkAzure(w http.ResponseWriter, r *http.Request, body []byte)
 			"Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.")
 		return false
 	}
-	if msg := validateChat(body, v1); msg != "" {
+	validate := validateChat
+	if op == "/embeddings" {
+		validate = validateOpenAIEmbedding
+	}
+	if msg := validate(body, v1); msg != "" {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return false
 	}

@@ -108,8 +108,8 @@ func bedrockException(status int) (string, string) {
 // checkBedrock enforces the route, the signature and a valid Converse (or
 // CountTokens) body.
 func (s *Server) checkBedrock(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	_, method, ok := bedrockPath(r)
-	if r.Method != http.MethodPost || !ok || (method != "converse" && method != "converse-stream" && method != "count-tokens") {
+	model, method, ok := bedrockPath(r)
+	if r.Method != http.MethodPost || !ok || (method != "converse" && method != "converse-stream" && method != "count-tokens" && method != "invoke") {
 		writeBedrockError(w, http.StatusNotFound, "UnknownOperationException", "")
 		return false
 	}
@@ -120,6 +120,9 @@ func (s *Server) checkBedrock(w http.ResponseWriter, r *http.Request, body []byt
 	validate := validateConverse
 	if method == "count-tokens" {
 		validate = validateBedrockCount
+	}
+	if method == "invoke" {
+		validate = func(body []byte) string { return validateBedrockEmbedding(model, body) }
 	}
 	if msg := validate(body); msg != "" {
 		writeBedrockError(w, http.StatusBadRequest, "ValidationException", msg)

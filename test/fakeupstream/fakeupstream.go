@@ -443,6 +443,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, reply.Status, reply.ErrorType, reply.ErrorMessage)
 		return
 	}
+	if s.isEmbedding(r) {
+		s.embeddingReply(w, r, body, reply)
+		return
+	}
 	if s.isCount(r) {
 		s.countReply(w, r, body, reply)
 		return

@@ -72,7 +72,8 @@ func geminiError(code int, msg, retryDelay string) map[string]any {
 // (unknown fields are an INVALID_ARGUMENT, as for every Google JSON API).
 func (s *Server) checkGemini(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	model, method, ok := geminiPath(r.URL.Path)
-	if r.Method != http.MethodPost || !ok || (method != "generateContent" && method != "streamGenerateContent" && method != "countTokens") {
+	if r.Method != http.MethodPost || !ok || (method != "generateContent" && method != "streamGenerateContent" && method != "countTokens" &&
+		method != "embedContent" && method != "batchEmbedContents") {
 		writeJSON(w, http.StatusNotFound, geminiError(404, "Not Found", ""))
 		return false
 	}
@@ -91,6 +92,9 @@ func (s *Server) checkGemini(w http.ResponseWriter, r *http.Request, body []byte
 	validate := validateGemini
 	if method == "countTokens" {
 		validate = func(body []byte) string { return validateGeminiCount(body, model) }
+	}
+	if method == "embedContent" || method == "batchEmbedContents" {
+		validate = func(body []byte) string { return validateGeminiEmbedding("models/"+model, method, body) }
 	}
 	if msg := validate(body); msg != "" {
 		writeJSON(w, http.StatusBadRequest, geminiError(400, msg, ""))

@@ -9,10 +9,10 @@ import (
 )
 
 // checkOpenAI enforces what the OpenAI API rejects: the route (chat
-// completions, responses and the responses input token count), the bearer
+// completions, responses, the responses input token count and embeddings), the bearer
 // credential and the required body fields.
 func (s *Server) checkOpenAI(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Method != http.MethodPost || (r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/v1/responses" && r.URL.Path != "/v1/responses/input_tokens") {
+	if r.Method != http.MethodPost || (r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/v1/responses" && r.URL.Path != "/v1/responses/input_tokens" && r.URL.Path != "/v1/embeddings") {
 		s.writeError(w, http.StatusNotFound, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
 		return false
 	}
@@ -31,6 +31,8 @@ func (s *Server) checkOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 		msg = validateResponses(body)
 	case "/v1/responses/input_tokens":
 		msg, code = validateOpenAICount(body)
+	case "/v1/embeddings":
+		msg = validateOpenAIEmbedding(body, true)
 	default:
 		msg = validateChat(body, true)
 	}

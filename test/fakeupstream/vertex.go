@@ -162,7 +162,7 @@ func (s *Server) wire(r *http.Request) kind {
 // token, the project, and the publisher's body.
 func (s *Server) checkVertex(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	rt, ok := vertexPath(r.URL.Path)
-	methods := map[string][]string{"google": {"generateContent", "streamGenerateContent", "countTokens"}, "anthropic": {"rawPredict", "streamRawPredict"}}
+	methods := map[string][]string{"google": {"generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents"}, "anthropic": {"rawPredict", "streamRawPredict"}}
 	if r.Method != http.MethodPost || !ok || (rt.version != "v1" && rt.version != "v1beta1") || !slices.Contains(methods[rt.publisher], rt.method) {
 		writeJSON(w, http.StatusNotFound, geminiError(404, "The requested URL "+r.URL.Path+" was not found on this server.", ""))
 		return false
@@ -189,6 +189,13 @@ func (s *Server) checkVertex(w http.ResponseWriter, r *http.Request, body []byte
 	if !strings.HasPrefix(rt.model, family) {
 		writeJSON(w, http.StatusNotFound, geminiError(404, "Publisher Model `"+resource+"` was not found or your project does not have access to it.", ""))
 		return false
+	}
+	if rt.publisher == "google" && (rt.method == "embedContent" || rt.method == "batchEmbedContents") {
+		if msg := validateGeminiEmbedding(resource, rt.method, body); msg != "" {
+			writeJSON(w, http.StatusBadRequest, geminiError(400, msg, ""))
+			return false
+		}
+		return true
 	}
 	if rt.publisher == "google" {
 		if msg := validateGemini(body); msg != "" {

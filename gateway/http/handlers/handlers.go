@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/media"
@@ -120,6 +121,10 @@ func Register(mux Mux, d *Deps) {
 	count := &CountTokens{&Text{d, messagesProtocol()}}
 	mux.Handle("POST "+countTokensPath, instrument(countTokensEndpoint, telemetry.OperationCountTokens, textIDHeaders,
 		authenticated(keys, true, count.authFail, count.serveHTTP)))
+
+	emb := newEmbeddings(d)
+	mux.Handle("POST "+embeddingsPath, instrument(string(v1.EndpointEmbeddings), telemetry.OperationEmbeddings, textIDHeaders,
+		authenticated(keys, false, emb.authFail, emb.serveHTTP)))
 
 	models := &Models{d}
 	// x-api-key too: Anthropic's SDKs and Claude Code list models with it.

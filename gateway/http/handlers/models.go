@@ -51,12 +51,13 @@ func entryOf(rt *v1.ModelRoute) modelEntry {
 // modelTypes maps the type parameter to the model types it selects. Async
 // task models (video, audio) appear only when selected or with "all".
 var modelTypes = map[string][]v1.ModelType{
-	"text":  {v1.ModelTypeText},
-	"chat":  {v1.ModelTypeText},
-	"image": {v1.ModelTypeImage},
-	"video": {v1.ModelTypeVideo},
-	"audio": {v1.ModelTypeAudio},
-	"all":   {v1.ModelTypeText, v1.ModelTypeImage, v1.ModelTypeVideo, v1.ModelTypeAudio},
+	"text":      {v1.ModelTypeText},
+	"chat":      {v1.ModelTypeText},
+	"image":     {v1.ModelTypeImage},
+	"video":     {v1.ModelTypeVideo},
+	"audio":     {v1.ModelTypeAudio},
+	"embedding": {v1.ModelTypeEmbedding},
+	"all":       {v1.ModelTypeText, v1.ModelTypeImage, v1.ModelTypeVideo, v1.ModelTypeAudio, v1.ModelTypeEmbedding},
 }
 
 // authFail answers an authentication failure in the common shape.
@@ -76,7 +77,7 @@ func (h *Models) List(w http.ResponseWriter, r *http.Request, p *auth.Principal)
 	}
 	types, ok := modelTypes[typ]
 	if !ok {
-		apierr.Common(w, http.StatusBadRequest, "invalid_request_error", "type must be one of text, chat, image, video, audio, all")
+		apierr.Common(w, http.StatusBadRequest, "invalid_request_error", "type must be one of text, chat, image, video, audio, embedding, all")
 		return
 	}
 	pg, msg := parsePage(q)
@@ -214,6 +215,8 @@ func endpointTypes(rt *v1.ModelRoute) []string {
 			eps = []v1.EndpointType{v1.EndpointImageGeneration}
 		case v1.ModelTypeVideo:
 			eps = []v1.EndpointType{v1.EndpointVideoGeneration}
+		case v1.ModelTypeEmbedding:
+			eps = []v1.EndpointType{v1.EndpointEmbeddings}
 		}
 	}
 	out := make([]string, len(eps))

@@ -225,16 +225,21 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 
 // refuse writes an admission refusal in the protocol's shape.
 func (t *Text) refuse(w http.ResponseWriter, model string, e *admission.Error) {
-	status, msg := e.Status, e.Message
-	switch e.Reason {
-	case admission.WrongFamily: // a text endpoint knows only text models
+	status, msg, code := e.Status, e.Message, e.Code()
+	switch {
+	case e.Reason == admission.WrongFamily && e.ModelType == v1.ModelTypeEmbedding:
+		// An embedding model is called on another endpoint of the same
+		// API: the refusal says which (OpenAI answers a model of the wrong
+		// kind with invalid_request_error too).
+		code = ""
+	case e.Reason == admission.WrongFamily: // a text endpoint knows only text models
 		status, msg = http.StatusNotFound, fmt.Sprintf("model %q not found", model)
-	case admission.InsufficientQuota:
+	case e.Reason == admission.InsufficientQuota:
 		status = t.p.insufficientQuota
-	case admission.RateLimited:
+	case e.Reason == admission.RateLimited:
 		apierr.RetryAfter(w, e.RetryAfter)
 	}
-	t.p.fail(w, status, e.Code(), msg)
+	t.p.fail(w, status, code, msg)
 }
 
 // textSubject is a text request's part of admission.

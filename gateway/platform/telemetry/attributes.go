@@ -7,12 +7,13 @@ import (
 
 // GenAI operation names (gen_ai.operation.name) of the gateway's endpoints:
 // the three text protocols are chat, image and video submissions are
-// content generation, and a token count (which the conventions do not
+// content generation, an embeddings call is embeddings, and a token count (which the conventions do not
 // name) is count_tokens.
 const (
 	OperationChat            = "chat"
 	OperationGenerateContent = "generate_content"
 	OperationCountTokens     = "count_tokens"
+	OperationEmbeddings      = "embeddings"
 )
 
 // Attribute keys of the GenAI semantic conventions (semconv 1.40) and the

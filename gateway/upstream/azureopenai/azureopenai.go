@@ -60,6 +60,30 @@ func (*Provider) Protocols() []upstream.Protocol {
 // it is a Microsoft Entra ID token for the backend's service principal (or
 // the pod's workload identity), sent as Authorization: Bearer.
 func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Protocol, body []byte, stream bool, _ http.Header) (*http.Response, error) {
+	return p.post(ctx, b, URL(b, body), body, stream)
+}
+
+// Embed implements upstream.Embedder: Azure's embeddings operation speaks
+// OpenAI's wire, so the client's body goes as it came (model replaced by
+// the deployment on the v1 API), authenticated as Send is.
+func (p *Provider) Embed(ctx context.Context, b upstream.Backend, req upstream.EmbedRequest) (*upstream.EmbedResult, error) {
+	body, err := upstream.SetModel(req.Body, b.UpstreamModel)
+	if err != nil {
+		return nil, upstream.RequestError(err)
+	}
+	resp, err := p.post(ctx, b, operationURL(b, body, "embeddings"), body, false)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := upstream.ReadJSON(resp, upstream.ChatCompletions)
+	if err != nil {
+		return nil, err
+	}
+	return upstream.OpenAIEmbedding(raw)
+}
+
+// post sends body to u with the backend's credential.
+func (p *Provider) post(ctx context.Context, b upstream.Backend, u string, body []byte, stream bool) (*http.Response, error) {
 	auth := Auth(b)
 	if auth != AuthAPIKey && auth != AuthEntraID {
 		e := upstream.Unsupported("backend %q (azure-openai): option %s %q is not %s or %s", b.Name, OptionAuth, auth, AuthAPIKey, AuthEntraID)
@@ -77,7 +101,7 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 			return nil, err
 		}
 	}
-	req, err := upstream.NewJSONRequest(ctx, URL(b, body), body, stream)
+	req, err := upstream.NewJSONRequest(ctx, u, body, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +124,18 @@ func (p *Provider) Send(ctx context.Context, b upstream.Backend, _ upstream.Prot
 // resource endpoint (https://NAME.openai.azure.com); a base that already
 // ends in /openai or /openai/v1 is not doubled.
 func URL(b upstream.Backend, body []byte) string {
+	return operationURL(b, body, "chat/completions")
+}
+
+// operationURL is the URL of an OpenAI operation ("chat/completions",
+// "embeddings") of backend b under either URL scheme.
+func operationURL(b upstream.Backend, body []byte, op string) string {
 	base := strings.TrimRight(b.BaseURL, "/")
 	base = strings.TrimSuffix(base, "/v1")
 	base = strings.TrimSuffix(base, "/openai")
 	v := b.Options[OptionAPIVersion]
 	if v == "" || v == "v1" {
-		return base + "/openai/v1/chat/completions"
+		return base + "/openai/v1/" + op
 	}
 	// The deployment is the backend's upstream model; without one, the
 	// client's model names it (Invoke left it in the body).
@@ -113,7 +143,10 @@ func URL(b upstream.Backend, body []byte) string {
 	if dep == "" {
 		dep, _ = translate.FieldString(body, "model")
 	}
-	return base + "/openai/deployments/" + url.PathEscape(dep) + "/chat/completions?api-version=" + url.QueryEscape(v)
+	return base + "/openai/deployments/" + url.PathEscape(dep) + "/" + op + "?api-version=" + url.QueryEscape(v)
 }
 
-var _ upstream.TextProvider = (*Provider)(nil)
+var (
+	_ upstream.TextProvider = (*Provider)(nil)
+	_ upstream.Embedder     = (*Provider)(nil)
+)
