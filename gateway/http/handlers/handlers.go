@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/http/openapi"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
@@ -134,6 +135,8 @@ func Register(mux Mux, d *Deps) {
 	registerMedia(mux, d)
 
 	registerUploads(mux, d)
+
+	mux.Handle("GET "+openapi.Path, openapi.Handler())
 }
 
 // writeJSON writes a 200 (or status) JSON body.
