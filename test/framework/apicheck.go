@@ -55,7 +55,9 @@ type wrapped struct {
 	next http.RoundTripper
 }
 
-func (w *wrapped) RoundTrip(req *http.Request) (*http.Response, error) { return w.a.roundTrip(w.next, req) }
+func (w *wrapped) RoundTrip(req *http.Request) (*http.Response, error) {
+	return w.a.roundTrip(w.next, req)
+}
 
 // AddGateway validates responses from another gateway (base URL) too.
 func (a *APICheck) AddGateway(base string) {
@@ -69,7 +71,9 @@ func (a *APICheck) AddGateway(base string) {
 }
 
 // RoundTrip implements http.RoundTripper.
-func (a *APICheck) RoundTrip(req *http.Request) (*http.Response, error) { return a.roundTrip(a.next, req) }
+func (a *APICheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	return a.roundTrip(a.next, req)
+}
 
 func (a *APICheck) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	resp, err := next.RoundTrip(req)
