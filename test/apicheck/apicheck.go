@@ -178,21 +178,57 @@ func (c *Checker) Check(req *http.Request, status int, header http.Header, body 
 	return openapi3filter.ValidateResponse(context.Background(), in)
 }
 
-// CheckStream validates an event stream's status and content type.
-func (c *Checker) CheckStream(req *http.Request, status int, header http.Header) error {
+// CheckStream validates an event stream's status and content type. It
+// returns the schema each event's data must validate against (the media
+// type's x-event-schema), nil when the document gives none.
+func (c *Checker) CheckStream(req *http.Request, status int, header http.Header) (*openapi3.Schema, error) {
 	m := c.route(req)
 	if m == nil {
-		return fmt.Errorf("%s %s: an event stream from an undocumented path", req.Method, req.URL.Path)
+		return nil, fmt.Errorf("%s %s: an event stream from an undocumented path", req.Method, req.URL.Path)
 	}
 	resp := m.route.Operation.Responses.Status(status)
 	if resp == nil {
 		resp = m.route.Operation.Responses.Default()
 	}
 	if resp == nil || resp.Value == nil {
-		return fmt.Errorf("%s %s: status %d is not declared", req.Method, m.route.Path, status)
+		return nil, fmt.Errorf("%s %s: status %d is not declared", req.Method, m.route.Path, status)
 	}
-	if resp.Value.Content.Get(header.Get("Content-Type")) == nil {
-		return fmt.Errorf("%s %s: status %d does not declare %q", req.Method, m.route.Path, status, header.Get("Content-Type"))
+	mt := resp.Value.Content.Get(header.Get("Content-Type"))
+	if mt == nil {
+		return nil, fmt.Errorf("%s %s: status %d does not declare %q", req.Method, m.route.Path, status, header.Get("Content-Type"))
+	}
+	ref, ok := mt.Extensions["x-event-schema"].(map[string]any)
+	if !ok {
+		return nil, nil
+	}
+	r, _ := ref["$ref"].(string)
+	s, err := c.schema(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.Value, nil
+}
+
+// CheckEvents validates the data of each whole event of a stream's bytes
+// (an event cut off at the end is not checked) against schema. An event
+// whose data is not JSON ([DONE]) is not checked either.
+func CheckEvents(schema *openapi3.Schema, stream []byte) error {
+	stream = bytes.ReplaceAll(stream, []byte("\r\n"), []byte("\n"))
+	events := bytes.Split(stream, []byte("\n\n"))
+	for i, ev := range events[:len(events)-1] {
+		var data []byte
+		for _, line := range bytes.Split(ev, []byte("\n")) {
+			if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				data = append(data, bytes.TrimPrefix(d, []byte(" "))...)
+			}
+		}
+		var v any
+		if len(data) == 0 || json.Unmarshal(data, &v) != nil {
+			continue
+		}
+		if err := schema.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+			return fmt.Errorf("event %d (%s): %w", i, data, err)
+		}
 	}
 	return nil
 }

@@ -144,3 +144,24 @@ func TestCheckerRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamEventsAreChecked: a Messages stream's events validate against
+// the document's event schema, and one that does not is refused.
+func TestStreamEventsAreChecked(t *testing.T) {
+	g := NewWithT(t)
+	c, err := apicheck.Load()
+	g.Expect(err).NotTo(HaveOccurred())
+	req := httptest.NewRequest("POST", "/v1/messages", nil)
+	schema, err := c.CheckStream(req, 200, http.Header{"Content-Type": {"text/event-stream"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(schema).NotTo(BeNil())
+	good := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"bogus\"" // cut off: not checked
+	g.Expect(apicheck.CheckEvents(schema, []byte(good))).To(Succeed())
+	bad := "event: x\ndata: {\"type\":\"bogus\"}\n\n"
+	g.Expect(apicheck.CheckEvents(schema, []byte(bad))).NotTo(Succeed())
+
+	_, err = c.CheckStream(httptest.NewRequest("GET", "/v1/models", nil), 200, http.Header{"Content-Type": {"text/event-stream"}})
+	g.Expect(err).To(HaveOccurred(), "the model list declares no event stream")
+}
