@@ -47,8 +47,9 @@ verify: manifests generate helm-lint ## Regenerate and fail when generated files
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 
 .PHONY: lint
-lint: golangci-lint ## The docs check (hack/check-docs.sh), go vet, a gofmt check and golangci-lint (.golangci.yml: linters and package layering rules).
+lint: golangci-lint ## The docs check (hack/check-docs.sh), the API reference's lint (gateway/http/openapi: valid OpenAPI 3.1, every route documented), go vet, a gofmt check and golangci-lint (.golangci.yml: linters and package layering rules).
 	@hack/check-docs.sh
+	go test -count=1 -run 'TestDocumentIsValidOpenAPI31|TestEveryRouteIsDocumented' ./gateway/http/openapi/
 	go vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run $(GOLANGCI_LINT_FLAGS) ./...

@@ -20,6 +20,10 @@ import (
 // doc.go).
 var stack *framework.Stack
 
+// apiCheck validates every response a spec receives from the stack's
+// gateway against /openapi.json (the document in gateway/http/openapi).
+var apiCheck *framework.APICheck
+
 // stackDir holds the stack's ledger and usage spool.
 var stackDir string
 
@@ -45,6 +49,10 @@ func runWithStack(m *testing.M) (int, error) {
 	if stack, err = framework.StartStack(framework.StackOptions{Dir: stackDir}); err != nil {
 		return 1, fmt.Errorf("start the stack: %w", err)
 	}
+	if apiCheck, err = framework.CheckAPIResponses(stack); err != nil {
+		_ = stack.Stop()
+		return 1, err
+	}
 	code := pgtest.Run(m)
 	if err := stack.Stop(); err != nil {
 		return code, fmt.Errorf("stop the stack: %w", err)
@@ -60,6 +68,17 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func() {
 	Expect(stack).NotTo(BeNil(), "TestMain starts the stack")
 	Expect(stack.BaseURL).NotTo(BeEmpty())
+})
+
+// Every response of the gateway that a spec received validates against the
+// OpenAPI document; the spec that received one that does not fails.
+var _ = AfterEach(func() {
+	Expect(apiCheck.Take()).To(BeEmpty(), "responses that do not validate against /openapi.json")
+})
+
+var _ = AfterSuite(func() {
+	Expect(apiCheck.Take()).To(BeEmpty(), "responses that do not validate against /openapi.json (received outside a spec)")
+	fmt.Fprintf(GinkgoWriter, "%d gateway responses validated against /openapi.json\n", apiCheck.Checked())
 })
 
 // specNamespace is the namespace of the running spec: BeforeEach creates it,

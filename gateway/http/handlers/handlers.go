@@ -17,6 +17,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/apierr"
+	"github.com/modelgate/modelgate/gateway/http/openapi"
 	"github.com/modelgate/modelgate/gateway/media"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
@@ -139,6 +140,8 @@ func Register(mux Mux, d *Deps) {
 	registerMedia(mux, d)
 
 	registerUploads(mux, d)
+
+	mux.Handle("GET "+openapi.Path, openapi.Handler())
 }
 
 // writeJSON writes a 200 (or status) JSON body.

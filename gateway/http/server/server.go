@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ type Options struct {
 type Server struct {
 	opts     Options
 	mux      *http.ServeMux
+	patterns []string
 	addr     atomic.Value // the bound address, once listening
 	draining atomic.Bool
 }
@@ -54,11 +56,11 @@ func New(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.Handle("GET /healthz", http.HandlerFunc(s.healthz))
+	s.Handle("GET /readyz", http.HandlerFunc(s.readyz))
 	// The least specific pattern: only what nothing else matches gets here,
 	// so the hot path pays nothing for it.
-	s.mux.HandleFunc("/", s.unmatched)
+	s.Handle("/", http.HandlerFunc(s.unmatched))
 	return s
 }
 
@@ -86,7 +88,14 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 }
 
 // Handle mounts a handler for a pattern of http.ServeMux.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	s.patterns = append(s.patterns, pattern)
+}
+
+// Patterns are the patterns mounted, in order: the API reference
+// (gateway/http/openapi) is checked against them.
+func (s *Server) Patterns() []string { return slices.Clone(s.patterns) }
 
 // Addr is the address the server listens on, once Run has bound it.
 func (s *Server) Addr() string {
