@@ -120,6 +120,10 @@ BENCH_FLAGS ?=
 bench: envtest ## Load harness: fake upstream, bare reverse proxy and the full gateway (a replica per usage durability: disk, process) under the same load (docs/performance.md). BENCH_FLAGS="-d 20s -cpuprofile /tmp/prof" etc.
 	KUBEBUILDER_ASSETS="$$(hack/tools.sh envtest-dir)" go run ./test/bench/cmd/loadbench $(BENCH_FLAGS)
 
+.PHONY: bench-scale
+bench-scale: ## Scale check: SCALE million usage rows (default 10) seeded into a throwaway PostgreSQL; the usage reads' latency and the ingest rate (docs/performance.md).
+	go run ./test/bench/cmd/loadbench -scale $(or $(SCALE),10) $(BENCH_FLAGS)
+
 .PHONY: bench-streams
 bench-streams: envtest ## Many slow streams (N=10000) held open through the bare proxy and `modelgate dev`, each in its own process: memory per open stream. UPSTREAM_TLS=1 (HTTPS, HTTP/2 upstream), CLIENT_H2C=1 (h2c clients).
 	test/bench/streams.sh

@@ -17,6 +17,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -284,6 +286,55 @@ func registerHousekeeping(fs *flag.FlagSet, k *housekeeping.Keeper) {
 		"how often reservations left open by a gateway that died are refunded")
 	fs.DurationVar(&k.StaleAge, "stale-reservation-age", housekeeping.DefaultStaleAge,
 		"age after which an open text reservation is refunded (generation tasks are exempt until they finish)")
+	fs.DurationVar(&k.RetentionInterval, "retention-interval", housekeeping.DefaultRetentionInterval,
+		"how often records past their retention are removed")
+	k.Retention = housekeeping.DefaultRetention()
+	for _, f := range []struct {
+		name, usage string
+		v           *time.Duration
+	}{
+		{"retention-usage", "usage rows and their hourly rollups (removed in whole calendar months)", &k.Retention.Usage},
+		{"retention-responses", "stored conversations (GET /v1/responses/{id}, previous_response_id)", &k.Retention.Responses},
+		{"retention-reservations", "settled and refunded reservations, from when they closed", &k.Retention.Reservations},
+		{"retention-tasks", "the archive of finished generation tasks, from when they finished", &k.Retention.Tasks},
+	} {
+		fs.Var((*days)(f.v), f.name, "how long to keep "+f.usage+", e.g. 400d or 12h; 0 keeps them forever")
+	}
+}
+
+// days is a duration flag that also takes a whole number of days ("30d"),
+// the unit retentions are thought in.
+type days time.Duration
+
+func (d *days) String() string {
+	if d == nil {
+		return "0"
+	}
+	v := time.Duration(*d)
+	if v > 0 && v%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d"
+	}
+	return v.String()
+}
+
+func (d *days) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		v, err := strconv.ParseUint(n, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a whole number of days such as 30d, or a duration such as 12h: %w", err)
+		}
+		*d = days(time.Duration(v) * 24 * time.Hour)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return errors.New("must not be negative")
+	}
+	*d = days(v)
+	return nil
 }
 
 func runManager(ctx context.Context, args []string) error {
@@ -298,7 +349,9 @@ func runManager(ctx context.Context, args []string) error {
 	fs.Float64Var(&m.mirrorWrites, "status-mirror-writes-per-second", controllers.DefaultMirrorWritesPerSecond,
 		"at most this many status writes of mirrored ledger figures per second, across all tokens and tenants")
 	fs.DurationVar(&m.reviewDeadline, "review-deadline", generationtask.DefaultReviewDeadline, "private asset review: deadline of one preparation round")
-	fs.DurationVar(&m.reviewRetention, "review-asset-retention", tasks.DefaultReviewAssetRetention, "private asset review: how long an unused reviewed asset stays reusable")
+	m.reviewRetention = tasks.DefaultReviewAssetRetention
+	fs.Var((*days)(&m.reviewRetention), "retention-reviews", "private asset review: how long an unused reviewed asset (its record and copy) stays reusable, e.g. 60d")
+	fs.Var((*days)(&m.reviewRetention), "review-asset-retention", "the same as --retention-reviews")
 	registerHousekeeping(fs, &m.housekeeping)
 	registerConcurrency(fs, &m.concurrency)
 	_ = fs.Parse(args)

@@ -130,6 +130,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	k.LeaseSweepInterval = o.Housekeeping.LeaseSweepInterval
 	k.StaleRefundInterval = o.Housekeeping.StaleRefundInterval
 	k.StaleAge = o.Housekeeping.StaleAge
+	k.RetentionInterval = o.Housekeeping.RetentionInterval
+	k.Retention = o.Housekeeping.Retention
 	if err := mgr.Add(k); err != nil {
 		return fmt.Errorf("housekeeping: %w", err)
 	}

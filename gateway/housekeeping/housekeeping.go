@@ -1,13 +1,14 @@
 // Package housekeeping gives back quota that nobody will settle: leases of
 // replicas that stopped renewing them, and reservations of gateways that
-// died between reserving and settling. It also deletes the rate windows
-// (cluster-wide rate limits) that ended. It runs in the manager, on the
-// elected leader only (one sweeper is enough; concurrent sweeps would be
-// safe, only wasteful).
+// died between reserving and settling; it deletes the rate windows
+// (cluster-wide rate limits) that ended; and it removes what has outlived
+// its retention. It runs in the manager, on the elected leader only (one
+// sweeper is enough; concurrent sweeps would be safe, only wasteful).
 package housekeeping
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -31,17 +32,46 @@ const (
 	// DefaultStaleAge is well above the longest text request (a stream the
 	// upstream keeps open); generation tasks are exempt whatever their age.
 	DefaultStaleAge = time.Hour
+	// DefaultRetentionInterval: retention works in days and months; an
+	// hourly pass keeps each pass small.
+	DefaultRetentionInterval = time.Hour
 )
+
+// Default retentions (the manager's --retention-* flags).
+const (
+	day = 24 * time.Hour
+	// DefaultUsageRetention keeps usage rows for 400 days: a full year of
+	// invoices plus a month to dispute the last one.
+	DefaultUsageRetention = 400 * day
+	// DefaultResponsesRetention is the public Responses API's: stored
+	// responses are kept for 30 days.
+	DefaultResponsesRetention = 30 * day
+	// DefaultReservationRetention keeps closed reservations a week: long
+	// after any replay of their request ID (journal replays take seconds,
+	// a task's settlement retries minutes).
+	DefaultReservationRetention = 7 * day
+	// DefaultTaskRetention matches the usage rows, so the task a usage row
+	// names can be looked up as long as the row exists.
+	DefaultTaskRetention = DefaultUsageRetention
+)
+
+// DefaultRetention is the retention of every table at the flags' defaults.
+func DefaultRetention() store.Retention {
+	return store.Retention{Usage: DefaultUsageRetention, Responses: DefaultResponsesRetention,
+		Reservations: DefaultReservationRetention, Tasks: DefaultTaskRetention}
+}
 
 // Ledger is what housekeeping needs; *store.Store is one.
 type Ledger interface {
 	SweepExpiredLeases(ctx context.Context) (store.LeaseSweep, error)
 	RefundStale(ctx context.Context, olderThan time.Duration) (store.StaleRefund, error)
 	DeleteRateWindows(ctx context.Context, before time.Time) (int64, error)
+	ApplyRetention(ctx context.Context, r store.Retention) (store.RetentionResult, error)
 }
 
-// Keeper runs the lease sweeper and the stale-reservation refunder. It is a
-// controller-runtime Runnable that needs leader election.
+// Keeper runs the lease sweeper, the stale-reservation refunder and the
+// retention pass. It is a controller-runtime Runnable that needs leader
+// election.
 type Keeper struct {
 	Ledger Ledger
 	Clock  clock.WithTicker
@@ -49,26 +79,52 @@ type Keeper struct {
 	LeaseSweepInterval  time.Duration
 	StaleRefundInterval time.Duration
 	StaleAge            time.Duration
+	RetentionInterval   time.Duration
+	// Retention is used as given: a zero field keeps that table forever.
+	// New sets DefaultRetention.
+	Retention store.Retention
 }
 
 // New returns a Keeper ticking on c, or on the real clock when c cannot tick.
 func New(l Ledger, c clock.PassiveClock) *Keeper {
-	return &Keeper{Ledger: l, Clock: periodic.Ticking(c)}
+	return &Keeper{Ledger: l, Clock: periodic.Ticking(c), Retention: DefaultRetention()}
 }
 
 // NeedLeaderElection makes the manager run the Keeper on the leader only.
 func (k *Keeper) NeedLeaderElection() bool { return true }
 
-// Start runs both jobs until ctx ends.
+// Start runs the jobs until ctx ends.
 func (k *Keeper) Start(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		periodic.Run(ctx, k.Clock, or(k.StaleRefundInterval, DefaultStaleRefundInterval), k.refundStale)
-	}()
+	})
+	wg.Go(func() {
+		periodic.Run(ctx, k.Clock, or(k.RetentionInterval, DefaultRetentionInterval), k.applyRetention)
+	})
 	periodic.Run(ctx, k.Clock, or(k.LeaseSweepInterval, DefaultLeaseSweepInterval), k.sweepLeases)
-	<-done
+	wg.Wait()
 	return nil
+}
+
+func (k *Keeper) applyRetention(ctx context.Context) {
+	got, err := k.Ledger.ApplyRetention(ctx, k.Retention)
+	var rows, parts int64
+	for table, n := range got.Rows {
+		metrics.RetentionRowsRemoved.WithLabelValues(table).Add(float64(n))
+		rows += n
+	}
+	for table, n := range got.Partitions {
+		metrics.RetentionPartitionsRemoved.WithLabelValues(table).Add(float64(n))
+		parts += n
+	}
+	if err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).Error(err, "apply retention", "rows", rows, "partitions", parts)
+		return
+	}
+	if rows > 0 || parts > 0 {
+		log.FromContext(ctx).Info("removed expired records", "rows", got.Rows, "partitions", got.Partitions)
+	}
 }
 
 func (k *Keeper) sweepLeases(ctx context.Context) {

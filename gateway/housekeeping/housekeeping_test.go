@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/pgtest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -126,6 +127,50 @@ func TestKeeperDeletesEndedRateWindows(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(n).To(Equal(int64(6)))
 			}
+		})
+	}
+}
+
+// The keeper's retention pass removes what the retention flags say has
+// expired, and the metrics count the rows by table. Sequential subtests: the
+// metrics are process-wide.
+func TestKeeperRemovesExpiredRecords(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			clk := clocktesting.NewFakePassiveClock(time.Date(2025, 10, 20, 12, 0, 0, 0, time.UTC))
+			s, err := store.Open(ctx, b.dsn(t), store.WithClock(clk))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer s.Close()
+			userID, tokenID := account(t, s, 100_000, 10_000)
+			_, err = s.InsertUsage(ctx, []store.UsageRow{{RequestID: "old", UserID: userID, TokenID: tokenID, TokenName: "key",
+				ModelName: "m", PromptTokens: 1, CompletionTokens: 1, BillingPhase: store.PhaseSettled, Quota: 5}})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.SaveResponse(ctx, "resp_old", userID, "m", []byte(`{"input":[],"output":[]}`))).To(Succeed())
+			clk.SetTime(time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC))
+			g.Expect(s.SaveResponse(ctx, "resp_new", userID, "m", []byte(`{"input":[],"output":[]}`))).To(Succeed())
+
+			removed := func(table string) float64 {
+				return testutil.ToFloat64(metrics.RetentionRowsRemoved.WithLabelValues(table))
+			}
+			usageBefore, responsesBefore := removed(store.TableUsageLogs), removed(store.TableResponses)
+			k := housekeeping.New(s, clock.RealClock{})
+			g.Expect(k.Retention).To(Equal(housekeeping.DefaultRetention()))
+			k.RetentionInterval = 100 * time.Millisecond
+			go func() { _ = k.Start(ctx) }()
+
+			g.Eventually(func() float64 { return removed(store.TableResponses) - responsesBefore },
+				5*time.Second, 50*time.Millisecond).Should(Equal(1.0))
+			g.Eventually(func() float64 { return removed(store.TableUsageLogs) - usageBefore },
+				5*time.Second, 50*time.Millisecond).Should(Equal(1.0))
+			_, err = s.LoadResponse(ctx, "resp_old", userID)
+			g.Expect(err).To(MatchError(store.ErrNotFound))
+			_, err = s.LoadResponse(ctx, "resp_new", userID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Consistently(func() float64 { return removed(store.TableResponses) - responsesBefore },
+				300*time.Millisecond, 50*time.Millisecond).Should(Equal(1.0), "later passes find nothing more")
 		})
 	}
 }

@@ -34,3 +34,18 @@ func (s *Store) LoadResponse(ctx context.Context, id string, userID int64) ([]by
 	}
 	return []byte(state), nil
 }
+
+// DeleteResponse removes a stored response of the user; ErrNotFound for an
+// unknown ID or another user's response.
+func (s *Store) DeleteResponse(ctx context.Context, id string, userID int64) error {
+	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM responses WHERE id = ? AND user_id = ?`), id, userID)
+	if err != nil {
+		return fmt.Errorf("delete response %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("delete response %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("response %s: %w", id, ErrNotFound)
+	}
+	return nil
+}

@@ -27,5 +27,11 @@ func TestResponseStateIsPerUser(t *testing.T) {
 		g.Expect(s.SaveResponse(ctx, "resp_1", 7, "m", []byte(`{"input":[],"output":[1]}`))).To(Succeed())
 		got, _ = s.LoadResponse(ctx, "resp_1", 7)
 		g.Expect(got).To(MatchJSON(`{"input":[],"output":[1]}`))
+
+		g.Expect(errors.Is(s.DeleteResponse(ctx, "resp_1", 8), ErrNotFound)).To(BeTrue(), "another user's response")
+		g.Expect(s.DeleteResponse(ctx, "resp_1", 7)).To(Succeed())
+		_, err = s.LoadResponse(ctx, "resp_1", 7)
+		g.Expect(errors.Is(err, ErrNotFound)).To(BeTrue(), "deleted")
+		g.Expect(errors.Is(s.DeleteResponse(ctx, "resp_1", 7), ErrNotFound)).To(BeTrue(), "deleted twice")
 	})
 }

@@ -63,6 +63,8 @@ type Store struct {
 	queryTimeout time.Duration
 	cursorKey    []byte
 	stmts        stmtCache // the usage writer's prepared statements
+	// retentionBatch is the most rows one retention DELETE removes.
+	retentionBatch int
 }
 
 // Option configures Open.
@@ -83,7 +85,7 @@ func WithQueryTimeout(d time.Duration) Option { return func(s *Store) { s.queryT
 //	sqlite://relative/ledger.db
 //	sqlite://:memory:                                   (one connection; tests)
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	s := &Store{clock: realClock{}, queryTimeout: 5 * time.Second}
+	s := &Store{clock: realClock{}, queryTimeout: 5 * time.Second, retentionBatch: defaultRetentionBatch}
 	s.stmts.queries = s.usageQueries
 	for _, o := range opts {
 		o(s)

@@ -3,14 +3,21 @@ package e2e
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/housekeeping"
+	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/framework"
 )
 
@@ -81,5 +88,77 @@ var _ = Describe("Conversations over the Responses API", func() {
 			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
 		g.Expect(errors.As(err, &oerr)).To(BeTrue())
 		g.Expect(oerr.StatusCode).To(Equal(400))
+	})
+
+	// GET and DELETE /v1/responses/{id} serve the key's tenant only; a
+	// response past the conversation retention (30 days by default) is gone
+	// for GET and for previous_response_id alike, as a deleted one is.
+	It("Stored conversations expire", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		model := uniqueModel("stored")
+		textModel(t, framework.SystemNamespace, model, sim("sim", "simulated-openai"))
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+		c := openaiClient(acct.Key)
+		other := openaiClient(newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{}).Key)
+		notFound := func(err error, status int, id string) {
+			GinkgoHelper()
+			var oerr *openai.Error
+			g.Expect(errors.As(err, &oerr)).To(BeTrue(), "an OpenAI error, got %v", err)
+			g.Expect(oerr.StatusCode).To(Equal(status))
+			g.Expect(oerr.Type).To(Equal("invalid_request_error"))
+			g.Expect(oerr.Message).To(ContainSubstring(id))
+		}
+		newTurn := func(prev string) (*responses.Response, error) {
+			p := responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("keep me")}}
+			if prev != "" {
+				p.PreviousResponseID = openai.String(prev)
+			}
+			return c.Responses.New(ctx, p)
+		}
+
+		first, err := newTurn("")
+		g.Expect(err).NotTo(HaveOccurred())
+		got, err := c.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.ID).To(Equal(first.ID))
+		g.Expect(string(got.Object)).To(Equal("response"))
+		g.Expect(string(got.Status)).To(Equal("completed"))
+		g.Expect(got.OutputText()).To(Equal(first.OutputText()))
+		g.Expect(got.Usage.InputTokens).To(Equal(first.Usage.InputTokens))
+
+		_, err = other.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+		notFound(err, 404, first.ID)
+		notFound(other.Responses.Delete(ctx, first.ID), 404, first.ID)
+		_, err = c.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+		g.Expect(err).NotTo(HaveOccurred(), "another tenant's DELETE removed nothing")
+
+		// The owner deletes a second response: the public API's deletion object.
+		second, err := newTurn(first.ID)
+		g.Expect(err).NotTo(HaveOccurred())
+		var raw *http.Response
+		g.Expect(c.Responses.Delete(ctx, second.ID, option.WithResponseInto(&raw))).To(Succeed())
+		body, err := io.ReadAll(raw.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(body).To(MatchJSON(`{"id":"` + second.ID + `","object":"response","deleted":true}`))
+		_, err = c.Responses.Get(ctx, second.ID, responses.ResponseGetParams{})
+		notFound(err, 404, second.ID)
+		notFound(c.Responses.Delete(ctx, second.ID), 404, second.ID)
+		_, err = newTurn(second.ID)
+		notFound(err, 400, second.ID)
+
+		// The manager's retention pass, 31 days on, at the default retention.
+		later := clocktesting.NewFakePassiveClock(time.Now().Add(31 * 24 * time.Hour))
+		ledger, err := store.Open(ctx, stack.DSN, store.WithClock(later))
+		g.Expect(err).NotTo(HaveOccurred())
+		defer ledger.Close()
+		removed, err := ledger.ApplyRetention(ctx, store.Retention{Responses: housekeeping.DefaultResponsesRetention})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(removed.Rows[store.TableResponses]).To(BeNumerically(">=", 1))
+		_, err = c.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+		notFound(err, 404, first.ID)
+		_, err = newTurn(first.ID)
+		notFound(err, 400, first.ID)
 	})
 })

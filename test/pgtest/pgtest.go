@@ -318,3 +318,18 @@ func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// StartServer starts a server of its own for a program that is not a test
+// (the benchmark harness); Destroy removes it.
+func StartServer() (*Server, error) { return start() }
+
+// Destroy stops the server and removes its data (nothing for an external one).
+func (s *Server) Destroy() error { return s.destroy() }
+
+// CreateDatabase creates the database name and returns its DSN.
+func (s *Server) CreateDatabase(name string) (string, error) {
+	if err := s.exec("CREATE DATABASE " + name); err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
+	}
+	return s.dsn(name), nil
+}

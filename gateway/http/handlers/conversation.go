@@ -17,11 +17,13 @@ import (
 // input items of a request (its previous turns included) and, once
 // answered, the output items. A later request names it by the response ID
 // in previous_response_id; the upstream never sees our IDs, it gets the
-// whole conversation as input.
+// whole conversation as input. Response is the response object as the
+// client received it, which GET /v1/responses/{id} returns.
 type conversation struct {
-	Input  []json.RawMessage `json:"input"`
-	Output []json.RawMessage `json:"output"`
-	store  bool
+	Input    []json.RawMessage `json:"input"`
+	Output   []json.RawMessage `json:"output"`
+	Response json.RawMessage   `json:"response,omitempty"`
+	store    bool
 }
 
 // expandConversation replaces previous_response_id with the conversation it
@@ -59,7 +61,10 @@ func (t *Text) expandConversation(ctx context.Context, p *auth.Principal, body [
 		log.FromContext(ctx).Error(err, "load conversation")
 		return body, nil, "the previous response could not be loaded; retry"
 	}
-	var prev conversation
+	var prev struct {
+		Input  []json.RawMessage `json:"input"`
+		Output []json.RawMessage `json:"output"`
+	}
 	if err := json.Unmarshal(state, &prev); err != nil {
 		return body, nil, "the previous response could not be loaded"
 	}
@@ -130,6 +135,7 @@ func (t *Text) saveConversation(ctx context.Context, p *auth.Principal, model st
 		return
 	}
 	conv.Output = output
+	conv.Response = response
 	state, err := json.Marshal(conv)
 	if err == nil {
 		err = t.Ledger.SaveResponse(ctx, id, p.UserID, model, state)

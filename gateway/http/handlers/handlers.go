@@ -137,6 +137,8 @@ func Register(mux Mux, d *Deps) {
 	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(usage.Requests))
 	mux.Handle("GET /api/usage/tokens/summary", http.HandlerFunc(usage.Summary))
 
+	registerResponses(mux, d)
+
 	registerMedia(mux, d)
 
 	registerUploads(mux, d)

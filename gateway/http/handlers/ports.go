@@ -41,10 +41,12 @@ type TaskLedger interface {
 	ReviewBlobInUse(ctx context.Context, blobKey string) (bool, error)
 }
 
-// ResponseStore keeps stored responses (previous_response_id).
+// ResponseStore keeps stored responses (previous_response_id, GET and
+// DELETE /v1/responses/{id}).
 type ResponseStore interface {
 	SaveResponse(ctx context.Context, id string, userID int64, model string, state []byte) error
 	LoadResponse(ctx context.Context, id string, userID int64) ([]byte, error)
+	DeleteResponse(ctx context.Context, id string, userID int64) error
 }
 
 // UploadLedger records uploads.

@@ -95,6 +95,19 @@ var (
 		Name: "modelgate_stale_quota_refunded_total",
 		Help: "Quota units returned by the stale-reservation refunder.",
 	})
+	// RetentionRowsRemoved counts rows the retention pass removed, by table
+	// (the rows of a dropped partition included). The label is one of a
+	// fixed set of table names.
+	RetentionRowsRemoved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_retention_rows_removed_total",
+		Help: "Rows removed by the retention pass (expired usage, conversations, closed reservations, finished tasks), by table.",
+	}, []string{"table"})
+	// RetentionPartitionsRemoved counts whole partitions the retention pass
+	// dropped (PostgreSQL's monthly usage_logs partitions), by table.
+	RetentionPartitionsRemoved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "modelgate_retention_partitions_removed_total",
+		Help: "Partitions dropped by the retention pass, by table.",
+	}, []string{"table"})
 )
 
 // BudgetAlerts counts budget alerts raised (the manager's leader): one per
@@ -111,7 +124,8 @@ var BudgetAlerts = prometheus.NewCounterVec(prometheus.CounterOpts{
 func init() {
 	ctrlmetrics.Registry.MustRegister(Requests, Duration, TimeToFirstByte, UpstreamErrors, UpstreamAttempts, Tokens, QuotaCharged,
 		TenantTokens, TenantQuotaCharged, ReservationsRefused,
-		LeasesSwept, LeaseQuotaReturned, StaleReservationsRefunded, StaleQuotaRefunded, BudgetAlerts)
+		LeasesSwept, LeaseQuotaReturned, StaleReservationsRefunded, StaleQuotaRefunded, BudgetAlerts,
+		RetentionRowsRemoved, RetentionPartitionsRemoved)
 }
 
 // UsageWriter is what the usage-writer gauges read.

@@ -84,6 +84,7 @@ func main() {
 		timeout    = flag.Duration("timeout", 25*time.Minute, "abort the whole run after this long")
 		verbose    = flag.Bool("v", false, "controller and gateway logs")
 		durability = flag.String("usage-durability", "disk,process", "comma-separated --usage-durability values (disk, process): one gateway replica each, measured side by side")
+		scale      = flag.Float64("scale", 0, "scale check instead of the load: seed this many million usage rows (10 for the documented check) into PostgreSQL (-dsn, or a throwaway server) and report the usage reads' latency and the ingest rate")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -99,6 +100,13 @@ func main() {
 	}
 	timer := time.AfterFunc(*timeout, func() { log.Printf("FAIL: run exceeded -timeout %s", *timeout); os.Exit(2) })
 	defer timer.Stop()
+	if *scale > 0 {
+		if err := runScale(*scale, *dsn, *tenants); err != nil {
+			log.Printf("FAIL: %v", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*conc, *dur, *n, *tokens, *routes, *tenants, *writers, *chunks, *chunkDelay, *dsn, *syncPeriod,
 		*profDir, strings.Split(*modes, ","), max(*rounds, 1), *warm, *verbose, durable, *openN); err != nil {
 		log.Printf("FAIL: %v", err)
