@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/test/framework"
 	"github.com/modelgate/modelgate/test/pgtest"
 )
@@ -49,7 +51,11 @@ var _ = Describe("Three gateway replicas on one PostgreSQL", Serial, Ordered, La
 	//     quota in the contract's shape, or rate limited; at least one is
 	//     served; the total charged never exceeds the balance; the usage rows
 	//     are exactly the served responses; what was not charged is back.
-	//  2. replica-b takes a lease on a key with a larger balance, then is
+	//  2. a key worth $0.40 serves max_tokens 32 000 requests on every
+	//     replica, one at a time and 60 at once, each with its output cap
+	//     lowered to what is left (x-modelgate-output-cap) and the upstream's
+	//     answer within it; the key is never overspent.
+	//  3. replica-b takes a lease on a key with a larger balance, then is
 	//     SIGKILLed (it cannot return the lease): within the lease TTL plus the
 	//     sweep interval the manager's sweeper returns the lease, and the key's
 	//     remain + used in the ledger is whole again.
@@ -153,6 +159,61 @@ var _ = Describe("Three gateway replicas on one PostgreSQL", Serial, Ordered, La
 			g.Expect(used).To(Equal(l.used), "GET /v1/balance on %s", r.name)
 			g.Expect(remain + used).To(Equal(int64(balance)))
 		}
+	})
+
+	It("serve a small key's Claude-Code-sized requests on every replica, each with its cap lowered, never overspending it", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		// $0.40 of quota: one max_tokens 32 000 reservation of this model
+		// (about 7.5 quota an output token) would take more than the whole
+		// key, so on main every request was refused. Below two chunks the
+		// replicas reserve directly, each fitting its cap inside the
+		// reservation's transaction against the others.
+		q := int64(billing.QuotaPerUSD) * 40 / 100
+		a := newAccountOn(t, env, v1.TenantSpec{}, v1.ApiTokenSpec{Quota: &q})
+		tokenID := a.Token.Status.TokenID
+		waitModelListed(t, replicas, a.Key, model)
+
+		// One at a time, as an agent's turns come, through each replica:
+		// each is served with its cap lowered to what is left.
+		served := map[string]bool{}
+		check := func(res burstResult) {
+			g.Expect(res.badRefusals).To(BeEmpty())
+			g.Expect(res.incomplete).To(BeZero())
+			g.Expect(res.capped).To(HaveLen(len(res.served)), "every served request had its cap lowered: %v", res.statuses)
+			for id, c := range res.capped {
+				g.Expect(c).To(BeNumerically(">", 0))
+				g.Expect(c).To(BeNumerically("<", 32000))
+				g.Expect(res.outputs[id]).To(BeNumerically("<=", c), "the upstream answered within the lowered cap")
+				served[id] = true
+			}
+		}
+		for _, r := range replicas {
+			res := burstOverCapped(t, []*process{r}, a.Key, model, 1, 32000)
+			g.Expect(res.served).To(HaveLen(1), "%s: %v", r.name, res.statuses)
+			check(res)
+		}
+		// Then 60 at once over the three: each reservation takes what it is
+		// allowed of what is left, so some are refused for quota, and the
+		// key is never overspent.
+		res := burstOverCapped(t, replicas, a.Key, model, 60, 32000)
+		figures(t, "capped", "statuses by replica: %v; served %d, lowered %d", res.byReplica, len(res.served), len(res.capped))
+		for code := range res.statuses {
+			g.Expect(code).To(BeElementOf(200, 400), "%v", res.statuses)
+		}
+		check(res)
+
+		var l ledgerFigures
+		g.Eventually(func(g Gomega) {
+			l = readLedger(g, db, tokenID)
+			g.Expect(l.rows).To(HaveLen(len(served)))
+		}, framework.Timeout, framework.Interval).Should(Succeed(), "one usage row per served response")
+		for id := range served {
+			g.Expect(l.rows).To(HaveKey(id))
+		}
+		g.Expect(l.used).To(Equal(l.rowQuota), "used quota = the sum of the usage rows")
+		g.Expect(l.remain).To(BeNumerically(">=", 0), "never overspent")
+		g.Expect(l.remain+l.used).To(Equal(q), "what was not charged is back")
 	})
 
 	It("return the lease of a replica SIGKILLed holding it", func() {
@@ -338,17 +399,27 @@ type burstResult struct {
 	served      map[string]bool // request IDs of 200s with a complete message
 	incomplete  int             // 200s whose body was not a complete message
 	badRefusals []string        // refusals not in the insufficient-quota shape
+	// capped holds, by request ID, the x-modelgate-output-cap of a 200 that
+	// had its output cap lowered, and outputs every 200's output tokens.
+	capped, outputs map[string]int64
 }
 
-// burstOver sends n concurrent POST /v1/messages, request i to replica
-// i mod len(replicas), released together.
+// burstOver sends n concurrent POST /v1/messages with max_tokens 64,
+// request i to replica i mod len(replicas), released together.
 func burstOver(t testing.TB, replicas []*process, key, model string, n int) burstResult {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 64,
+	return burstOverCapped(t, replicas, key, model, n, 64)
+}
+
+// burstOverCapped is burstOver with max_tokens maxTokens.
+func burstOverCapped(t testing.TB, replicas []*process, key, model string, n int, maxTokens int64) burstResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens,
 		"messages": []map[string]any{{"role": "user", "content": "Say hello in one short sentence."}}})
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	defer client.CloseIdleConnections()
-	res := burstResult{statuses: map[int]int{}, byReplica: map[string]map[int]int{}, served: map[string]bool{}}
+	res := burstResult{statuses: map[int]int{}, byReplica: map[string]map[int]int{}, served: map[string]bool{},
+		capped: map[string]int64{}, outputs: map[string]int64{}}
 	for _, r := range replicas {
 		res.byReplica[r.name] = map[int]int{}
 	}
@@ -380,12 +451,24 @@ func burstOver(t testing.TB, replicas []*process, key, model string, n int) burs
 				var msg struct {
 					Type       string `json:"type"`
 					StopReason string `json:"stop_reason"`
+					Usage      struct {
+						OutputTokens int64 `json:"output_tokens"`
+					} `json:"usage"`
 				}
 				if err != nil || json.Unmarshal(raw, &msg) != nil || msg.Type != "message" || msg.StopReason == "" {
 					res.incomplete++
 					return
 				}
-				res.served[resp.Header.Get("x-request-id")] = true
+				id := resp.Header.Get("x-request-id")
+				res.served[id] = true
+				res.outputs[id] = msg.Usage.OutputTokens
+				if v := resp.Header.Get("x-modelgate-output-cap"); v != "" {
+					n, err := strconv.ParseInt(v, 10, 64)
+					if err != nil {
+						t.Errorf("x-modelgate-output-cap %q: %v", v, err)
+					}
+					res.capped[id] = n
+				}
 			case http.StatusBadRequest:
 				var e struct {
 					Type  string `json:"type"`
