@@ -16,13 +16,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/test/framework"
-	"github.com/modelgate/modelgate/test/pgtest"
 )
 
 // clusterRateTolerance is the documented tolerance of a cluster-wide limit
@@ -51,35 +48,7 @@ var _ = Describe("Cluster-wide rate limits", Serial, Ordered, Label("replicas", 
 		if testing.Short() {
 			Skip("starts a control plane, a manager and three gateways")
 		}
-		g := NewWithT(t)
-		ctx := context.Background()
-		dsn := pgtest.NewDatabase(t)
-		var err error
-		db, err = sql.Open("pgx", dsn)
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(func() { _ = db.Close() })
-		bin := buildBinary(t)
-
-		env, err = framework.Start()
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(func() { _ = env.Stop() })
-		kubeconfig := writeKubeconfig(t, env)
-		g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.SystemNamespace}})).To(Succeed())
-
-		startProcess(t, bin, "manager", nil, "manager", "--kubeconfig", kubeconfig, "--database", dsn,
-			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-			"--lease-sweep-interval="+replicaSweepEvery.String())
-		for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
-			replicas = append(replicas, startReplica(t, bin, name, kubeconfig, dsn))
-		}
-		var wg sync.WaitGroup
-		for _, r := range replicas {
-			wg.Go(func() { r.waitReady(t) })
-		}
-		wg.Wait()
-		if t.Failed() {
-			t.FailNow()
-		}
+		db, env, replicas = startReplicaCluster(t)
 		model = uniqueModel("sim-cluster-limits")
 		textModelOn(t, env, framework.SystemNamespace, model, sim("sim", "simulated"))
 	})

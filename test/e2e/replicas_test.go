@@ -72,36 +72,7 @@ var _ = Describe("Three gateway replicas on one PostgreSQL", Serial, Ordered, La
 			Skip("starts a control plane, a manager and three gateways")
 		}
 		g := NewWithT(t)
-		ctx := context.Background()
-		dsn := pgtest.NewDatabase(t) // skips (fails under CI=true) without PostgreSQL
-		var err error
-		db, err = sql.Open("pgx", dsn)
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(func() { _ = db.Close() })
-		bin := buildBinary(t)
-
-		// A control plane of its own: the suite's stack runs its controllers on
-		// a SQLite ledger, and they would register these tenants there.
-		env, err = framework.Start()
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(func() { _ = env.Stop() })
-		kubeconfig := writeKubeconfig(t, env)
-		g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.SystemNamespace}})).To(Succeed())
-
-		startProcess(t, bin, "manager", nil, "manager", "--kubeconfig", kubeconfig, "--database", dsn,
-			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-			"--lease-sweep-interval="+replicaSweepEvery.String())
-		for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
-			replicas = append(replicas, startReplica(t, bin, name, kubeconfig, dsn))
-		}
-		var wg sync.WaitGroup
-		for _, r := range replicas {
-			wg.Go(func() { r.waitReady(t) })
-		}
-		wg.Wait()
-		if t.Failed() {
-			t.FailNow()
-		}
+		db, env, replicas = startReplicaCluster(t)
 		for _, r := range replicas { // one spool per replica, named after it, in its own directory
 			spools, _ := filepath.Glob(filepath.Join(r.dir, "usage-*.spool*"))
 			g.Expect(spools).NotTo(BeEmpty())
@@ -321,6 +292,46 @@ func startProcess(t testing.TB, bin, name string, extraEnv []string, args ...str
 }
 
 var listeningRE = regexp.MustCompile(`"msg":"gateway listening".*"addr":"([^"]+)"`)
+
+// startReplicaCluster starts three `modelgate gateway` processes
+// (replica-a, -b and -c, each with its own spool directory) and one
+// `modelgate manager` on one fresh PostgreSQL database and a control plane of
+// its own (the suite's stack runs its controllers on a SQLite ledger, and
+// they would register these tenants there), and waits until every replica
+// is ready. The returned database reads the ledger directly.
+func startReplicaCluster(t testing.TB) (*sql.DB, *framework.Env, []*process) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t) // skips (fails under CI=true) without PostgreSQL
+	db, err := sql.Open("pgx", dsn)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = db.Close() })
+	bin := buildBinary(t)
+
+	env, err := framework.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := writeKubeconfig(t, env)
+	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.SystemNamespace}})).To(Succeed())
+
+	startProcess(t, bin, "manager", nil, "manager", "--kubeconfig", kubeconfig, "--database", dsn,
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--lease-sweep-interval="+replicaSweepEvery.String())
+	var replicas []*process
+	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
+		replicas = append(replicas, startReplica(t, bin, name, kubeconfig, dsn))
+	}
+	var wg sync.WaitGroup
+	for _, r := range replicas {
+		wg.Go(func() { r.waitReady(t) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return db, env, replicas
+}
 
 // startReplica runs `modelgate gateway` as replica name (POD_NAME, which
 // names its leases and its spool) with a data directory of its own.
