@@ -215,7 +215,6 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		Upstreams:     upstreams,
 		Credentials:   credentials(secrets, mgr.GetClient()),
 		Blobs:         blobs,
-		UploadTTL:     o.UploadTTL,
 		SubmitWait:    o.SubmitWait,
 		ImageProbe:    imageProbe(blobs, guard, o.NoImageProbe),
 	}
@@ -228,6 +227,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		Pricing:   pricingHandler,
 		Usage:     &handlers.Usage{Ledger: ledger, Auth: authn, Clock: o.Clock},
 		Responses: &handlers.StoredResponses{Ledger: ledger},
+		Uploads:   &handlers.Uploads{Blobs: blobs, Ledger: ledger, Clock: o.Clock, UploadTTL: o.UploadTTL},
 		Deps:      deps,
 	})
 	if !o.NoConsole {

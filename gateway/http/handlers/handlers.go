@@ -28,8 +28,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
-// Deps are what the text, count-tokens, embeddings, media and upload
-// handlers need.
+// Deps are what the text, count-tokens, embeddings and media handlers
+// need.
 type Deps struct {
 	// Cache reads Kubernetes objects from the informer cache.
 	Cache client.Reader
@@ -66,9 +66,6 @@ type Deps struct {
 	Credentials credential.Source
 	// Blobs stores uploads and generated assets.
 	Blobs *blob.Store
-	// UploadTTL is how long an upload's signed URL works and the upload is
-	// kept before the sweeper deletes it; default DefaultUploadTTL (7 days).
-	UploadTTL time.Duration
 	// SubmitWait bounds how long an image or video submission waits for
 	// the first upstream submission's outcome (a synchronous policy refusal
 	// answers 422); 0 means DefaultSubmitWait, negative does not wait.
@@ -107,8 +104,8 @@ type Handlers struct {
 	Pricing   *Pricing
 	Usage     *Usage
 	Responses *StoredResponses
-	// Deps serve the text, count-tokens, embeddings, media and upload
-	// endpoints.
+	Uploads   *Uploads
+	// Deps serve the text, count-tokens, embeddings and media endpoints.
 	Deps *Deps
 }
 
@@ -152,7 +149,7 @@ func Register(mux Mux, h Handlers) {
 
 	registerMedia(mux, d)
 
-	registerUploads(mux, d)
+	registerUploads(mux, keys, h.Uploads)
 
 	mux.Handle("GET "+openapi.Path, openapi.Handler())
 }
@@ -187,8 +184,8 @@ func (d *Deps) selectPrice(namespace, model, group string, f pricing.Facts) (*pr
 // storedDuration reads a stored audio or video file's duration from its
 // container headers (the upload check and the submission's 15-second
 // totals both use it).
-func (d *Deps) storedDuration(ctx context.Context, key string) (time.Duration, error) {
-	rd, err := d.Blobs.Open(ctx, key)
+func storedDuration(ctx context.Context, blobs *blob.Store, key string) (time.Duration, error) {
+	rd, err := blobs.Open(ctx, key)
 	if err != nil {
 		return 0, err
 	}
