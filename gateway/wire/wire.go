@@ -201,34 +201,42 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	// One breaker: the router skips the backends whose circuit the text
 	// handler opened.
 	breaker := routing.NewBreaker(o.Clock)
+	router := &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes, Breaker: breaker}
 	deps := &handlers.Deps{
 		Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(), Ledger: ledger, Clock: o.Clock,
-		Auth: authn,
-		Router: &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes,
-			Breaker: breaker},
-		Breaker:         breaker,
-		Limiter:         limiter(ledger, o),
-		Leaser:          leaser,
-		UsageLog:        usageSink(usage, o.WrapUsageSink),
-		Prices:          prices.Table,
-		RecheckPrices:   prices.Recheck,
-		Upstreams:       upstreams,
-		Credentials:     credentials(secrets, mgr.GetClient()),
-		SystemNamespace: o.SystemNamespace,
-		Blobs:           blobs,
-		UploadTTL:       o.UploadTTL,
-		SubmitWait:      o.SubmitWait,
-		BalanceUnit:     o.BalanceUnit,
-		ImageProbe:      imageProbe(blobs, guard, o.NoImageProbe),
+		Auth:          authn,
+		Router:        router,
+		Breaker:       breaker,
+		Limiter:       limiter(ledger, o),
+		Leaser:        leaser,
+		UsageLog:      usageSink(usage, o.WrapUsageSink),
+		Prices:        prices.Table,
+		RecheckPrices: prices.Recheck,
+		Upstreams:     upstreams,
+		Credentials:   credentials(secrets, mgr.GetClient()),
+		Blobs:         blobs,
+		SubmitWait:    o.SubmitWait,
+		ImageProbe:    imageProbe(blobs, guard, o.NoImageProbe),
 	}
-	handlers.Register(srv, deps)
+	pricingHandler := &handlers.Pricing{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace}
+	handlers.Register(srv, handlers.Handlers{
+		Auth:      authn,
+		Tokens:    &handlers.Tokens{Writer: mgr.GetClient(), Ledger: ledger, Auth: authn, Clock: o.Clock},
+		Balance:   &handlers.Balance{Ledger: ledger, Unit: o.BalanceUnit},
+		Models:    &handlers.Models{Router: router, Prices: prices.Table},
+		Pricing:   pricingHandler,
+		Usage:     &handlers.Usage{Ledger: ledger, Auth: authn, Clock: o.Clock},
+		Responses: &handlers.StoredResponses{Ledger: ledger},
+		Uploads:   &handlers.Uploads{Blobs: blobs, Ledger: ledger, Clock: o.Clock, UploadTTL: o.UploadTTL},
+		Deps:      deps,
+	})
 	if !o.NoConsole {
 		key, err := ConsoleSessionKey(o)
 		if err != nil {
 			return nil, err
 		}
 		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
-			Catalog: deps.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key})
+			Catalog: pricingHandler.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key})
 	}
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())

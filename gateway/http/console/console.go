@@ -58,7 +58,7 @@ type Ledger interface {
 }
 
 // Catalog builds the tenant's price catalog as GET /v1/pricing does
-// (handlers.Deps.TenantCatalog).
+// (handlers.Pricing.TenantCatalog).
 type Catalog func(ctx context.Context, tenant *v1.Tenant, q pricing.CatalogQuery) (*pricing.CatalogPage, error)
 
 // Deps are what the console needs.

@@ -26,7 +26,11 @@ const (
 // and used_balance are in the configured display unit (USD by default, CNY
 // at a configured rate, or quota units); the credit fields always use
 // 200 credits = 1 USD. Amounts are rendered from exact decimals.
-type Balance struct{ *Deps }
+type Balance struct {
+	Ledger Balances
+	// Unit is the display unit of remain_balance and used_balance.
+	Unit BalanceUnit
+}
 
 // BalanceUnit is the unit of remain_balance and used_balance.
 type BalanceUnit struct {
@@ -65,14 +69,14 @@ func (h *Balance) User(w http.ResponseWriter, r *http.Request, p *auth.Principal
 	}
 	b.Remain += leased // held by a gateway replica, not spent
 	unlimited := b.Unlimited || p.Tenant.Spec.UnlimitedQuota
-	remainUSD, remainCredits := h.BalanceUnit.amount(b.Remain), number(b.Remain.Credits().String())
+	remainUSD, remainCredits := h.Unit.amount(b.Remain), number(b.Remain.Credits().String())
 	if unlimited {
 		remainUSD = unlimitedBalance
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":         true,
 		"remain_balance":  remainUSD,
-		"used_balance":    h.BalanceUnit.amount(b.Used),
+		"used_balance":    h.Unit.amount(b.Used),
 		"remain_credits":  remainCredits,
 		"used_credits":    number(b.Used.Credits().String()),
 		"credits_per_usd": creditsPerUSD,
@@ -103,8 +107,8 @@ func (h *Balance) Token(w http.ResponseWriter, r *http.Request, p *auth.Principa
 		"name":            p.Token.Spec.DisplayName,
 		"remain_quota":    int64(remain),
 		"used_quota":      int64(b.Used),
-		"remain_balance":  h.BalanceUnit.amount(remain),
-		"used_balance":    h.BalanceUnit.amount(b.Used),
+		"remain_balance":  h.Unit.amount(remain),
+		"used_balance":    h.Unit.amount(b.Used),
 		"remain_credits":  number(remain.Credits().String()),
 		"used_credits":    number(b.Used.Credits().String()),
 		"credits_per_usd": creditsPerUSD,

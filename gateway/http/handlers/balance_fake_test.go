@@ -42,8 +42,7 @@ func (f *fakeBalances) TokenLeased(context.Context, int64) (billing.Quota, error
 // real middleware, with the one key "sk-good".
 func balanceOver(f *fakeBalances) http.Handler {
 	mux := http.NewServeMux()
-	d := &Deps{Ledger: f}
-	b := &Balance{d}
+	b := &Balance{Ledger: f}
 	keys := keyTable{"sk-good": testPrincipal()}
 	mux.Handle("GET /v1/user/balance", cors(authenticated(keys, false, simpleFail, b.User)))
 	mux.Handle("GET /v1/balance", authenticated(keys, false, simpleFail, b.Token))

@@ -28,7 +28,8 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
-// Deps are what the handlers need.
+// Deps are what the text, count-tokens, embeddings and media handlers
+// need.
 type Deps struct {
 	// Cache reads Kubernetes objects from the informer cache.
 	Cache client.Reader
@@ -63,15 +64,8 @@ type Deps struct {
 	Upstreams *upstream.Registry
 	// Credentials reads an upstream credential (a Secret key of a route's namespace).
 	Credentials credential.Source
-	// SystemNamespace holds the platform's routes and prices.
-	SystemNamespace string
 	// Blobs stores uploads and generated assets.
 	Blobs *blob.Store
-	// BalanceUnit is the display unit of the balance endpoints.
-	BalanceUnit BalanceUnit
-	// UploadTTL is how long an upload's signed URL works and the upload is
-	// kept before the sweeper deletes it; default DefaultUploadTTL (7 days).
-	UploadTTL time.Duration
 	// SubmitWait bounds how long an image or video submission waits for
 	// the first upstream submission's outcome (a synchronous policy refusal
 	// answers 422); 0 means DefaultSubmitWait, negative does not wait.
@@ -99,21 +93,36 @@ type Mux interface {
 	Handle(pattern string, h http.Handler)
 }
 
+// Handlers are the endpoint groups Register mounts, each holding only what
+// it reads; the composition root (gateway/wire) builds them.
+type Handlers struct {
+	// Auth resolves the API keys of every authenticated endpoint.
+	Auth      Authenticator
+	Tokens    *Tokens
+	Balance   *Balance
+	Models    *Models
+	Pricing   *Pricing
+	Usage     *Usage
+	Responses *StoredResponses
+	Uploads   *Uploads
+	// Deps serve the text, count-tokens, embeddings and media endpoints.
+	Deps *Deps
+}
+
 // Register mounts every endpoint group.
-func Register(mux Mux, d *Deps) {
+func Register(mux Mux, h Handlers) {
+	d := h.Deps
 	if d.Admitter == nil {
 		d.Admitter = &admission.Admitter{Routes: d.Router, Limits: d.Limiter, Prices: d.selectPrice, Clock: d.Clock}
 	}
-	keys := d.Auth
-	tokens := &Tokens{d}
-	mux.Handle("POST /v1/tokens", authenticated(keys, false, simpleFail, tokens.Create))
+	keys := h.Auth
+	mux.Handle("POST /v1/tokens", authenticated(keys, false, simpleFail, h.Tokens.Create))
 
-	balance := &Balance{d}
 	for _, p := range []string{"/v1/user/balance", "/user/balance"} {
-		mux.Handle("GET "+p, cors(authenticated(keys, false, simpleFail, balance.User)))
+		mux.Handle("GET "+p, cors(authenticated(keys, false, simpleFail, h.Balance.User)))
 		mux.Handle("OPTIONS "+p, cors(http.HandlerFunc(noContent)))
 	}
-	mux.Handle("GET /v1/balance", authenticated(keys, false, simpleFail, balance.Token))
+	mux.Handle("GET /v1/balance", authenticated(keys, false, simpleFail, h.Balance.Token))
 
 	for _, t := range []*Text{{d, messagesProtocol()}, {d, chatProtocol()}, {d, responsesProtocol()}} {
 		mux.Handle("POST "+t.p.path, instrument(string(t.p.endpoint), telemetry.OperationChat, textIDHeaders,
@@ -127,21 +136,20 @@ func Register(mux Mux, d *Deps) {
 	mux.Handle("POST "+embeddingsPath, instrument(string(v1.EndpointEmbeddings), telemetry.OperationEmbeddings, textIDHeaders,
 		authenticated(keys, false, emb.authFail, emb.serveHTTP)))
 
-	models := &Models{d}
+	models := h.Models
 	// x-api-key too: Anthropic's SDKs and Claude Code list models with it.
 	mux.Handle("GET /v1/models", authenticated(keys, true, models.authFail, models.List))
 	mux.Handle("GET /v1/models/{id...}", authenticated(keys, true, models.authFail, models.Get))
-	mux.Handle("GET /v1/pricing", authenticated(keys, false, pricingAuthFail, (&Pricing{d}).Catalog))
+	mux.Handle("GET /v1/pricing", authenticated(keys, false, pricingAuthFail, h.Pricing.Catalog))
 
-	usage := &Usage{d}
-	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(usage.Requests))
-	mux.Handle("GET /api/usage/tokens/summary", http.HandlerFunc(usage.Summary))
+	mux.Handle("GET /api/usage/tokens/requests", http.HandlerFunc(h.Usage.Requests))
+	mux.Handle("GET /api/usage/tokens/summary", http.HandlerFunc(h.Usage.Summary))
 
-	registerResponses(mux, d)
+	registerResponses(mux, keys, h.Responses)
 
 	registerMedia(mux, d)
 
-	registerUploads(mux, d)
+	registerUploads(mux, keys, h.Uploads)
 
 	mux.Handle("GET "+openapi.Path, openapi.Handler())
 }
@@ -176,8 +184,8 @@ func (d *Deps) selectPrice(namespace, model, group string, f pricing.Facts) (*pr
 // storedDuration reads a stored audio or video file's duration from its
 // container headers (the upload check and the submission's 15-second
 // totals both use it).
-func (d *Deps) storedDuration(ctx context.Context, key string) (time.Duration, error) {
-	rd, err := d.Blobs.Open(ctx, key)
+func storedDuration(ctx context.Context, blobs *blob.Store, key string) (time.Duration, error) {
+	rd, err := blobs.Open(ctx, key)
 	if err != nil {
 		return 0, err
 	}

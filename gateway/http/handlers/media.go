@@ -316,7 +316,7 @@ func (m *Media) uploadedDurations(ctx context.Context, n *media.Normalized) (int
 				secs, _ := item["duration"].(float64)
 				raw, _ := item[g.fields[i+1]].(string)
 				if key, ok := m.Blobs.KeyOfLink(ctx, raw); ok {
-					d, err := m.storedDuration(ctx, key)
+					d, err := storedDuration(ctx, m.Blobs, key)
 					switch {
 					case errors.Is(err, mediaduration.ErrUnknown):
 						return http.StatusBadRequest, fmt.Sprintf("%s[%d]: the uploaded %s's duration cannot be read from its headers", g.fields[i], j, g.typ)

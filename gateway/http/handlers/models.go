@@ -12,11 +12,17 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/routing"
 )
 
 // Models serves GET /v1/models.
-type Models struct{ *Deps }
+type Models struct {
+	// Router lists the routes the tenant sees.
+	Router Routes
+	// Prices returns the current price table.
+	Prices func() *pricing.Table
+}
 
 // modelEntry is one model of the list: the contract's fields, plus the
 // fields the Anthropic and OpenAI SDKs read (type, display_name,

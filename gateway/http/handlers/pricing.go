@@ -17,7 +17,12 @@ import (
 
 // Pricing serves GET /v1/pricing: the catalog of image and video prices the
 // calling key would pay, customer prices and group ratio included.
-type Pricing struct{ *Deps }
+type Pricing struct {
+	// Cache reads the routes and price rules from the informer cache.
+	Cache client.Reader
+	// SystemNamespace holds the platform's routes and prices.
+	SystemNamespace string
+}
 
 // pricingAuthFail answers an authentication failure in the catalog's
 // shape; the answer is never cached.
@@ -63,9 +68,9 @@ func (h *Pricing) Catalog(w http.ResponseWriter, r *http.Request, p *auth.Princi
 // automatic group selection and no model allow-list would see it from
 // GET /v1/pricing: every group the tenant may use, customer prices and group
 // ratios included. The console's prices page shows it.
-func (d *Deps) TenantCatalog(ctx context.Context, tenant *v1.Tenant, q pricing.CatalogQuery) (*pricing.CatalogPage, error) {
+func (h *Pricing) TenantCatalog(ctx context.Context, tenant *v1.Tenant, q pricing.CatalogQuery) (*pricing.CatalogPage, error) {
 	p := &auth.Principal{Token: &v1.ApiToken{Spec: v1.ApiTokenSpec{Group: auth.AutoGroup}}, Tenant: tenant}
-	in, err := d.catalogInput(ctx, p)
+	in, err := h.catalogInput(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -75,25 +80,25 @@ func (d *Deps) TenantCatalog(ctx context.Context, tenant *v1.Tenant, q pricing.C
 // catalogInput gathers the routes and rules visible to the key's tenant from the
 // cache. A cache that has not synced cannot be trusted to hold the
 // customer's prices, so it is an error, never an empty (public) catalog.
-func (d *Deps) catalogInput(ctx context.Context, p *auth.Principal) (pricing.CatalogInput, error) {
+func (h *Pricing) catalogInput(ctx context.Context, p *auth.Principal) (pricing.CatalogInput, error) {
 	in := pricing.CatalogInput{
-		SystemNamespace: d.SystemNamespace, TenantNamespace: p.Tenant.Namespace,
+		SystemNamespace: h.SystemNamespace, TenantNamespace: p.Tenant.Namespace,
 		Groups: p.Groups(), ModelAllowed: p.AllowsModel,
 	}
-	if syncer, ok := d.Cache.(interface{ WaitForCacheSync(context.Context) bool }); ok {
+	if syncer, ok := h.Cache.(interface{ WaitForCacheSync(context.Context) bool }); ok {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		if !syncer.WaitForCacheSync(sctx) {
 			return in, errors.New("informer cache not synced")
 		}
 	}
-	for _, ns := range []string{d.SystemNamespace, p.Tenant.Namespace} {
+	for _, ns := range []string{h.SystemNamespace, p.Tenant.Namespace} {
 		routes := &v1.ModelRouteList{}
-		if err := d.Cache.List(ctx, routes, client.InNamespace(ns)); err != nil {
+		if err := h.Cache.List(ctx, routes, client.InNamespace(ns)); err != nil {
 			return in, err
 		}
 		rules := &v1.PriceRuleList{}
-		if err := d.Cache.List(ctx, rules, client.InNamespace(ns)); err != nil {
+		if err := h.Cache.List(ctx, rules, client.InNamespace(ns)); err != nil {
 			return in, err
 		}
 		in.Routes = append(in.Routes, routes.Items...)

@@ -18,13 +18,14 @@ import (
 // response of another tenant, an unknown one and one past its retention
 // are the same 404, as the public API answers for an ID the caller cannot
 // see.
-type StoredResponses struct{ *Deps }
+type StoredResponses struct{ Ledger ResponseStore }
 
-func registerResponses(mux Mux, d *Deps) {
-	h := &StoredResponses{d}
-	t := &Text{d, responsesProtocol()}
-	mux.Handle("GET /v1/responses/{id}", authenticated(d.Auth, false, t.authFail, h.Get))
-	mux.Handle("DELETE /v1/responses/{id}", authenticated(d.Auth, false, t.authFail, h.Delete))
+func registerResponses(mux Mux, keys Authenticator, h *StoredResponses) {
+	// Authentication failures answer as POST /v1/responses does.
+	fail := responsesProtocol().fail
+	authFail := func(w http.ResponseWriter, status int, message string) { fail(w, status, "invalid_api_key", message) }
+	mux.Handle("GET /v1/responses/{id}", authenticated(keys, false, authFail, h.Get))
+	mux.Handle("DELETE /v1/responses/{id}", authenticated(keys, false, authFail, h.Delete))
 }
 
 // Get returns the response object as the client received it.

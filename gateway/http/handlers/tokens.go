@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -39,7 +41,18 @@ const (
 )
 
 // Tokens serves POST /v1/tokens.
-type Tokens struct{ *Deps }
+type Tokens struct {
+	// Writer creates the ApiToken (and deletes it when registering fails).
+	Writer client.Writer
+	// Ledger registers the key and answers the token's bounds.
+	Ledger interface {
+		TokenRegistry
+		Balances
+	}
+	// Auth tells when this replica's cache knows the new key.
+	Auth  Authenticator
+	Clock clock.PassiveClock
+}
 
 // createTokenRequest is the body of POST /v1/tokens. Credits are json.Number
 // so 0.1 credits converts exactly.

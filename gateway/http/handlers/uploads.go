@@ -11,11 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/mediaduration"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/uploads"
 )
@@ -37,7 +39,7 @@ const (
 	defaultPurpose   = "generation"
 	maxPurposeLength = 64
 	// DefaultUploadTTL is how long an upload's URL works and the upload is
-	// kept, unless Deps.UploadTTL (--upload-ttl) says otherwise. Uploads
+	// kept, unless Uploads.UploadTTL (--upload-ttl) says otherwise. Uploads
 	// feed tasks that may be submitted days later, so they outlive the
 	// contract's 24 hours for result URLs (docs/api-choices.md).
 	DefaultUploadTTL = 7 * 24 * time.Hour
@@ -46,9 +48,20 @@ const (
 	multipartOverhead = 1 << 20
 )
 
-// Uploads serves POST /v1/uploads/images, /audios and /videos.
+// Uploads serve POST /v1/uploads/images, /audios and /videos.
 type Uploads struct {
-	*Deps
+	// Blobs stores the uploaded files.
+	Blobs  *blob.Store
+	Ledger UploadLedger
+	Clock  clock.PassiveClock
+	// UploadTTL is how long an upload's signed URL works and the upload is
+	// kept before the sweeper deletes it; default DefaultUploadTTL.
+	UploadTTL time.Duration
+}
+
+// uploadKind serves the upload endpoint of one kind of file.
+type uploadKind struct {
+	*Uploads
 	Kind        *uploads.Kind
 	Unsupported string
 	TooLarge    string
@@ -65,7 +78,7 @@ type uploadView struct {
 // serveHTTP streams the multipart file part into the blob store (only the
 // first few KB are held in memory, to detect the type), records the upload
 // and answers its signed URL.
-func (h *Uploads) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+func (h *uploadKind) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "multipart/form-data" {
 		apierr.Simple(w, http.StatusBadRequest, msgNotMultipart)
@@ -141,7 +154,7 @@ func (h *Uploads) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		// Audio and video must be playable files, not only the right
 		// magic bytes: their duration is read from the headers, as the
 		// 15-second limits of the video models will need it.
-		if _, err := h.storedDuration(ctx, obj.Key); err != nil {
+		if _, err := storedDuration(ctx, h.Blobs, obj.Key); err != nil {
 			h.discard(r, obj)
 			if errors.Is(err, mediaduration.ErrUnknown) {
 				apierr.Simple(w, http.StatusBadRequest, h.Unsupported)
@@ -174,7 +187,7 @@ func (h *Uploads) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	})
 }
 
-func (h *Uploads) uploadTTL() time.Duration {
+func (h *uploadKind) uploadTTL() time.Duration {
 	if h.UploadTTL > 0 {
 		return h.UploadTTL
 	}
@@ -182,7 +195,7 @@ func (h *Uploads) uploadTTL() time.Duration {
 }
 
 // badBody answers a body that broke off or ran over the request limit.
-func (h *Uploads) badBody(w http.ResponseWriter, r *http.Request, err error, obj *uploads.Object) {
+func (h *uploadKind) badBody(w http.ResponseWriter, r *http.Request, err error, obj *uploads.Object) {
 	h.discard(r, obj)
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		apierr.Simple(w, http.StatusBadRequest, h.TooLarge)
@@ -192,7 +205,7 @@ func (h *Uploads) badBody(w http.ResponseWriter, r *http.Request, err error, obj
 }
 
 // discard deletes a stored file that will not be recorded.
-func (h *Uploads) discard(r *http.Request, obj *uploads.Object) {
+func (h *uploadKind) discard(r *http.Request, obj *uploads.Object) {
 	if obj == nil {
 		return
 	}
@@ -201,7 +214,7 @@ func (h *Uploads) discard(r *http.Request, obj *uploads.Object) {
 	}
 }
 
-func (h *Uploads) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (h *uploadKind) fail(w http.ResponseWriter, r *http.Request, err error) {
 	log.FromContext(r.Context()).Error(err, "upload", "kind", h.Kind.Name)
 	apierr.Simple(w, http.StatusInternalServerError, msgUploadFailed)
 }
@@ -216,12 +229,12 @@ func newUploadID() (string, error) {
 }
 
 // registerUploads mounts the upload endpoints.
-func registerUploads(mux Mux, d *Deps) {
-	for path, u := range map[string]*Uploads{
-		"images": {Deps: d, Kind: uploads.Image, Unsupported: msgImageUnsupported, TooLarge: msgImageTooLarge},
-		"audios": {Deps: d, Kind: uploads.Audio, Unsupported: msgAudioUnsupported, TooLarge: msgAudioTooLarge},
-		"videos": {Deps: d, Kind: uploads.Video, Unsupported: msgVideoUnsupported, TooLarge: msgVideoTooLarge},
+func registerUploads(mux Mux, keys Authenticator, h *Uploads) {
+	for path, u := range map[string]*uploadKind{
+		"images": {Uploads: h, Kind: uploads.Image, Unsupported: msgImageUnsupported, TooLarge: msgImageTooLarge},
+		"audios": {Uploads: h, Kind: uploads.Audio, Unsupported: msgAudioUnsupported, TooLarge: msgAudioTooLarge},
+		"videos": {Uploads: h, Kind: uploads.Video, Unsupported: msgVideoUnsupported, TooLarge: msgVideoTooLarge},
 	} {
-		mux.Handle("POST /v1/uploads/"+path, authenticated(d.Auth, false, simpleFail, u.serveHTTP))
+		mux.Handle("POST /v1/uploads/"+path, authenticated(keys, false, simpleFail, u.serveHTTP))
 	}
 }

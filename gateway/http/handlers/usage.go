@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/gateway/apierr"
@@ -14,7 +15,12 @@ import (
 
 // Usage serves GET /api/usage/tokens/requests and /summary, authenticated by
 // the account's access token and X-User-Id, never by an API key.
-type Usage struct{ *Deps }
+type Usage struct {
+	Ledger UsageLedger
+	// Auth resolves the access token.
+	Auth  Authenticator
+	Clock clock.PassiveClock
+}
 
 type usageMeta struct {
 	StartTimestamp        int64  `json:"start_timestamp"`
