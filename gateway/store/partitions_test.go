@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	"github.com/modelgate/modelgate/test/pgtest"
+	. "github.com/onsi/gomega"
 )
 
 // legacyEnd is where migration 00012 ends the legacy partition: the start
