@@ -73,6 +73,18 @@ func TestUsagePartitionMigration(t *testing.T) {
 	g.Expect(s.db.QueryRow(`SELECT MIN(log_id) FROM usage_logs WHERE request_id IN ('c', 'edge')`).Scan(&minNew)).To(Succeed())
 	g.Expect(s.db.QueryRow(`SELECT MAX(log_id) FROM usage_logs_legacy`).Scan(&maxOld)).To(Succeed())
 	g.Expect(minNew).To(BeNumerically(">", maxOld))
+
+	// Migrating down gives one table with every row and a unique request_id.
+	g.Expect(s.Close()).To(Succeed())
+	_, err = p.DownTo(ctx, 11)
+	g.Expect(err).NotTo(HaveOccurred())
+	var rows int
+	g.Expect(db.QueryRow(`SELECT COUNT(*) FROM usage_logs`).Scan(&rows)).To(Succeed())
+	g.Expect(rows).To(Equal(4))
+	_, err = db.Exec(`INSERT INTO usage_logs (request_id, created_at, user_id, token_id, token_name, model_name,
+		prompt_tokens, completion_tokens, total_tokens, billing_phase, quota) VALUES ('a', 1, 1, 1, 'k', 'm', 1, 1, 2, 'settled', 1)`)
+	g.Expect(err).To(HaveOccurred())
+	insertRawUsage(t, db, `('z', 1, 1, 1, 'k', 'm', 1, 1, 2, 'settled', 1)`)
 }
 
 // TestUsageRetentionDropsPartitions: on PostgreSQL a retention pass drops
