@@ -159,6 +159,12 @@ func (s *Store) RecordTaskUsage(ctx context.Context, row UsageRow) (bool, error)
 			if err != nil || !fresh.take(row.RequestID) {
 				return err
 			}
+		} else if s.dialect == postgres {
+			// The claim expires with the row, now dated at billing.
+			if _, err := tx.ExecContext(ctx, `UPDATE usage_request_ids SET created_at = $1 WHERE request_id = $2`,
+				row.CreatedAt, row.RequestID); err != nil {
+				return fmt.Errorf("settle pre-consumed usage row: %w", err)
+			}
 		}
 		written = true
 		return s.addHourly(ctx, tx, []UsageRow{row})
