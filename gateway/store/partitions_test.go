@@ -137,4 +137,11 @@ func TestUsageRetentionDropsPartitions(t *testing.T) {
 	n, err = s.InsertUsage(ctx, []UsageRow{usageRowAt(a, "first-0", first.AddDate(0, 13, 5))})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(n).To(Equal(1), "an expired request ID's claim went with its row")
+
+	// A row dated in a month no partition covers yet makes its partition.
+	far := first.AddDate(0, 30, 3)
+	n, err = s.InsertUsage(ctx, []UsageRow{usageRowAt(a, "far", far), usageRowAt(a, "near", first.AddDate(0, 13, 6))})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n).To(Equal(2))
+	g.Expect(countUsage(t, s, "far")).To(Equal(1))
 }
