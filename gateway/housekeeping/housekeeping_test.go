@@ -174,3 +174,41 @@ func TestKeeperRemovesExpiredRecords(t *testing.T) {
 		})
 	}
 }
+
+// On PostgreSQL the keeper drops the usage months wholly before the cutoff
+// as partitions, and the metrics count them.
+func TestKeeperDropsExpiredUsagePartitions(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Migration 00012 ends the legacy partition at the start of next month.
+	now := time.Now().UTC()
+	first := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(first.Add(24 * time.Hour))
+	s, err := store.Open(ctx, pgtest.NewDatabase(t), store.WithClock(clk))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer s.Close()
+	userID, tokenID := account(t, s, 100_000, 10_000)
+	var rows []store.UsageRow
+	for _, at := range []time.Time{first.Add(-time.Hour), first.Add(time.Hour)} {
+		rows = append(rows, store.UsageRow{RequestID: at.String(), CreatedAt: at.Unix(), UserID: userID, TokenID: tokenID,
+			TokenName: "key", ModelName: "m", PromptTokens: 1, CompletionTokens: 1, BillingPhase: store.PhaseSettled, Quota: 5})
+	}
+	_, err = s.InsertUsage(ctx, rows)
+	g.Expect(err).NotTo(HaveOccurred())
+	later := first.AddDate(0, 2, 10)
+	clk.SetTime(later)
+
+	dropped := func() float64 {
+		return testutil.ToFloat64(metrics.RetentionPartitionsRemoved.WithLabelValues(store.TableUsageLogs))
+	}
+	before := dropped()
+	k := housekeeping.New(s, clock.RealClock{})
+	// The cutoff is first: the legacy partition (everything before it) goes,
+	// the first month stays.
+	k.Retention = store.Retention{Usage: later.Sub(first) - time.Hour}
+	k.RetentionInterval = 100 * time.Millisecond
+	go func() { _ = k.Start(ctx) }()
+	g.Eventually(func() float64 { return dropped() - before }, 5*time.Second, 50*time.Millisecond).Should(Equal(1.0))
+	g.Consistently(func() float64 { return dropped() - before }, 300*time.Millisecond, 50*time.Millisecond).Should(Equal(1.0))
+}

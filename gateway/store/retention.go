@@ -54,6 +54,11 @@ func (s *Store) ApplyRetention(ctx context.Context, r Retention) (RetentionResul
 	if err != nil {
 		return out, err
 	}
+	// Months ahead are made here too, so housekeeping keeps them made
+	// whatever the retention.
+	if err := s.EnsurePartitions(ctx); err != nil {
+		return out, err
+	}
 	if r.Usage > 0 {
 		if err := s.expireUsage(ctx, users, UsageCutoff(now, r.Usage), &out); err != nil {
 			return out, err
@@ -111,13 +116,32 @@ func UsageCutoff(now time.Time, keep time.Duration) time.Time {
 // The cutoff is a month start, so no rollup hour is split.
 func (s *Store) expireUsage(ctx context.Context, users []int64, cutoff time.Time, out *RetentionResult) error {
 	c := cutoff.Unix()
-	for _, u := range users {
-		// Rows first: a pass cut short leaves rollups that outlive their rows
-		// for a while, never rows the summary cannot see.
-		n, err := s.deleteBatched(ctx, "usage_logs", "log_id", `user_id = ? AND created_at < ?`, u, c)
-		out.Rows[TableUsageLogs] += n
+	// Rows first: a pass cut short leaves rollups that outlive their rows
+	// for a while, never rows the summary cannot see. On PostgreSQL whole
+	// months go as partitions; only the legacy partition (the rows from
+	// before partitioning) can hold expired rows beside live ones, and it
+	// is the table deleted from in batches (its log_id is its primary key).
+	rowsTable := "usage_logs"
+	if s.dialect == postgres {
+		if err := s.dropUsagePartitions(ctx, c, out); err != nil {
+			return err
+		}
+		legacy, err := s.hasLegacyPartition(ctx)
 		if err != nil {
 			return err
+		}
+		rowsTable = ""
+		if legacy {
+			rowsTable = "usage_logs_legacy"
+		}
+	}
+	for _, u := range users {
+		if rowsTable != "" {
+			n, err := s.deleteBatched(ctx, rowsTable, "log_id", `user_id = ? AND created_at < ?`, u, c)
+			out.Rows[TableUsageLogs] += n
+			if err != nil {
+				return err
+			}
 		}
 		for _, t := range []string{TableUsageHourly, TableUsageHourlyModel} {
 			n, err := s.deleteRollup(ctx, t, u, c)
@@ -125,6 +149,13 @@ func (s *Store) expireUsage(ctx context.Context, users []int64, cutoff time.Time
 			if err != nil {
 				return err
 			}
+		}
+	}
+	if s.dialect == postgres {
+		// The claims of expired request IDs go with their rows, as a unique
+		// index entry would; not counted, being no record of their own.
+		if _, err := s.deleteBatched(ctx, "usage_request_ids", "request_id", `created_at < ?`, c); err != nil {
+			return err
 		}
 	}
 	return nil

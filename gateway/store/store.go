@@ -116,6 +116,9 @@ func (s *Store) init(ctx context.Context) error {
 	if err := s.migrate(ctx); err != nil {
 		return err
 	}
+	if err := s.EnsurePartitions(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
 	return s.loadCursorKey(ctx)
 }
 

@@ -69,6 +69,17 @@ func (s *Store) InsertUsage(ctx context.Context, rows []UsageRow) (int, error) {
 	if errors.Is(err, errPresentRequestID) {
 		inserted, err = s.insertUsage(ctx, rows, false)
 	}
+	if isNoPartition(err) {
+		// A month no partition covers yet (housekeeping has not run since
+		// the clock reached it, or a row dated ahead): make it and retry.
+		at := make([]int64, len(rows))
+		for i, r := range rows {
+			at[i] = r.CreatedAt
+		}
+		if err = s.ensureMonths(ctx, at); err == nil {
+			inserted, err = s.insertUsage(ctx, rows, false)
+		}
+	}
 	if err != nil {
 		return 0, fmt.Errorf("insert %d usage rows: %w", len(rows), err)
 	}
@@ -148,6 +159,12 @@ func (s *Store) RecordTaskUsage(ctx context.Context, row UsageRow) (bool, error)
 			if err != nil || !fresh.take(row.RequestID) {
 				return err
 			}
+		} else if s.dialect == postgres {
+			// The claim expires with the row, now dated at billing.
+			if _, err := tx.ExecContext(ctx, `UPDATE usage_request_ids SET created_at = $1 WHERE request_id = $2`,
+				row.CreatedAt, row.RequestID); err != nil {
+				return fmt.Errorf("settle pre-consumed usage row: %w", err)
+			}
 		}
 		written = true
 		return s.addHourly(ctx, tx, []UsageRow{row})
@@ -198,9 +215,42 @@ func rowsList(n, cols int) string {
 
 // insertUsageSQL skips the rows whose request ID is present and returns
 // the IDs of those it inserted.
+//
+// On PostgreSQL usage_logs is partitioned and cannot hold a unique index on
+// request_id alone, so the statement first claims each ID in
+// usage_request_ids and inserts only the rows whose claim is new: a
+// concurrent writer of the same ID waits on the claim's unique index and
+// then skips the row.
 func (s *Store) insertUsageSQL(n int) string {
+	if s.dialect == postgres {
+		return s.q(`WITH v (` + usageInsertCols + `) AS (VALUES ` + typedRowsList(n) + `),
+			claimed AS (INSERT INTO usage_request_ids (request_id, created_at) SELECT request_id, created_at FROM v
+				ON CONFLICT (request_id) DO NOTHING RETURNING request_id)
+			INSERT INTO usage_logs (` + usageInsertCols + `) SELECT ` + usageInsertCols + ` FROM v
+			WHERE request_id IN (SELECT request_id FROM claimed) RETURNING request_id`)
+	}
 	return s.q(`INSERT INTO usage_logs (` + usageInsertCols + `) VALUES ` + rowsList(n, usageColCount) +
 		` ON CONFLICT (request_id) DO NOTHING RETURNING request_id`)
+}
+
+// usageColTypes are the PostgreSQL types of usageInsertCols, in order: the
+// VALUES of a CTE has no target columns to infer its parameters' types from.
+var usageColTypes = [usageColCount]string{"text", "bigint", "bigint", "bigint", "text", "text", "text", "bigint",
+	"bigint", "bigint", "bigint", "bigint", "bigint", "text", "bigint", "text"}
+
+// typedRowsList is rowsList(n, usageColCount) with each parameter cast.
+func typedRowsList(n int) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, t := range usageColTypes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("?::" + t)
+	}
+	b.WriteByte(')')
+	row := b.String()
+	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
 // insertNewUsageSQL (SQLite) inserts n rows that are all new, or fails and
@@ -244,6 +294,9 @@ func (f freshIDs) take(id string) bool {
 // transaction (errPresentRequestID), which InsertUsage then runs again the
 // careful way. PostgreSQL always takes the careful way.
 func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRow, allNew bool) (freshIDs, error) {
+	if s.dialect == postgres {
+		rows = firstOfEachID(rows)
+	}
 	args := make([]any, 0, len(rows)*usageColCount)
 	for _, r := range rows {
 		args = append(args, r.RequestID, r.CreatedAt, r.UserID, r.TokenID, r.TokenName, r.ModelName, r.TaskID,
@@ -278,6 +331,28 @@ func (s *Store) insertUsageChunk(ctx context.Context, tx *sql.Tx, rows []UsageRo
 		return freshIDs{}, fmt.Errorf("insert usage: %w", err)
 	}
 	return fresh, nil
+}
+
+// firstOfEachID drops the rows whose request ID an earlier row has, as a
+// unique index would: usage_logs' claim in usage_request_ids covers IDs
+// already stored, not two rows of one statement.
+func firstOfEachID(rows []UsageRow) []UsageRow {
+	seen := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		if seen[r.RequestID] {
+			out := make([]UsageRow, 0, len(rows))
+			clear(seen)
+			for _, r := range rows {
+				if !seen[r.RequestID] {
+					seen[r.RequestID] = true
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		seen[r.RequestID] = true
+	}
+	return rows
 }
 
 // chargeKey groups charged rows by where their quota comes from.

@@ -102,8 +102,10 @@ func Scale(ctx context.Context, dsn string, opt ScaleOptions, log io.Writer) (Sc
 		fmt.Fprintf(log, "scale: seeded %d of %d rows (%s)\n", hi, opt.Rows, time.Since(started).Round(time.Second))
 	}
 	// Seeded rows bypass InsertUsage: the rollups are built as the
-	// migrations' backfills build them.
+	// migrations' backfills build them, and the request IDs claimed as
+	// migration 00012 claims those of the rows it finds.
 	for _, q := range []string{
+		`INSERT INTO usage_request_ids (request_id, created_at) SELECT request_id, created_at FROM usage_logs`,
 		`INSERT INTO usage_hourly (user_id, hour_start, token_id, request_count, prompt_tokens, completion_tokens, quota)
 		SELECT user_id, created_at - created_at % 3600, token_id, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(quota)
 		FROM usage_logs GROUP BY 1, 2, 3`,
