@@ -68,7 +68,10 @@ func startManager() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(index.AddIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
 	// A short sync period lets specs watch mirrored ledger figures move.
+	// The webhook receivers listen on loopback, which env.Guard allows (as
+	// --allow-private-networks would).
 	Expect(controllers.Setup(mgr, controllers.Options{Ledger: ledger, SyncPeriod: time.Second, Upstreams: builtin.Registry(upstream.Egress{}),
+		Guard:         env.Guard,
 		KnownProvider: func(name string) bool { return name == "simulated" || name == "openai" || name == "anthropic" }})).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)
 	done := make(chan struct{})

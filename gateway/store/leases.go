@@ -208,34 +208,42 @@ func unlease(t *tokenRow, l leaseRow) (tenantDelta int64) {
 	return 0
 }
 
+// lockLease locks a lease with its token and tenant rows, in the lock
+// order every ledger transaction takes (token, tenant, lease), and reads
+// them. found is false when the lease is gone.
+func (s *Store) lockLease(ctx context.Context, tx *sql.Tx, leaseID int64) (tokenID, userID int64, t tokenRow, l leaseRow, found bool, err error) {
+	err = tx.QueryRowContext(ctx, s.q(`SELECT token_id, user_id FROM leases WHERE lease_id = ?`), leaseID).Scan(&tokenID, &userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, t, l, false, nil
+	}
+	if err != nil {
+		return 0, 0, t, l, false, fmt.Errorf("read lease: %w", err)
+	}
+	if t, err = s.lockToken(ctx, tx, tokenID); err != nil {
+		return 0, 0, t, l, false, err
+	}
+	if _, _, err = s.lockTenant(ctx, tx, userID); err != nil {
+		return 0, 0, t, l, false, err
+	}
+	err = tx.QueryRowContext(ctx, s.q(`SELECT `+leaseCols+` FROM leases WHERE lease_id = ?`+s.forUpdate()), leaseID).Scan(l.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, t, l, false, nil
+	}
+	if err != nil {
+		return 0, 0, t, l, false, fmt.Errorf("lock lease: %w", err)
+	}
+	return tokenID, userID, t, l, true, nil
+}
+
 // releaseLease returns what is left of a lease to the balances and deletes
 // it, reporting the quota it returned. With onlyExpired it does nothing to a
 // lease that was renewed meanwhile. A lease that is already gone is not an
 // error.
 func (s *Store) releaseLease(ctx context.Context, leaseID int64, onlyExpired bool) (returned int64, released bool, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var tokenID, userID int64
-		err := tx.QueryRowContext(ctx, s.q(`SELECT token_id, user_id FROM leases WHERE lease_id = ?`), leaseID).Scan(&tokenID, &userID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read lease: %w", err)
-		}
-		t, err := s.lockToken(ctx, tx, tokenID) // lock order: token, tenant, lease
-		if err != nil {
+		tokenID, userID, t, l, found, err := s.lockLease(ctx, tx, leaseID)
+		if err != nil || !found {
 			return err
-		}
-		if _, _, err := s.lockTenant(ctx, tx, userID); err != nil {
-			return err
-		}
-		var l leaseRow
-		err = tx.QueryRowContext(ctx, s.q(`SELECT `+leaseCols+` FROM leases WHERE lease_id = ?`+s.forUpdate()), leaseID).Scan(l.dest()...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("lock lease: %w", err)
 		}
 		if onlyExpired && l.expiresAt > s.now() {
 			return nil
@@ -264,28 +272,9 @@ func (s *Store) releaseLease(ctx context.Context, leaseID int64, onlyExpired boo
 // not an error.
 func (s *Store) shrinkLease(ctx context.Context, leaseID, amount int64) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var tokenID, userID int64
-		err := tx.QueryRowContext(ctx, s.q(`SELECT token_id, user_id FROM leases WHERE lease_id = ?`), leaseID).Scan(&tokenID, &userID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read lease: %w", err)
-		}
-		t, err := s.lockToken(ctx, tx, tokenID) // lock order: token, tenant, lease
-		if err != nil {
+		tokenID, userID, t, l, found, err := s.lockLease(ctx, tx, leaseID)
+		if err != nil || !found {
 			return err
-		}
-		if _, _, err := s.lockTenant(ctx, tx, userID); err != nil {
-			return err
-		}
-		var l leaseRow
-		err = tx.QueryRowContext(ctx, s.q(`SELECT `+leaseCols+` FROM leases WHERE lease_id = ?`+s.forUpdate()), leaseID).Scan(l.dest()...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("lock lease: %w", err)
 		}
 		part := l
 		part.remaining = min(amount, max(l.remaining, 0))

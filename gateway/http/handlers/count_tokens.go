@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/auth"
-	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/routing"
 	"github.com/modelgate/modelgate/gateway/upstream"
@@ -49,14 +45,8 @@ func (c *CountTokens) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.
 	t := c.t
 	ctx := r.Context()
 	info := infoOf(ctx)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTextBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			t.p.fail(w, http.StatusRequestEntityTooLarge, "", "request body is larger than 32 MiB")
-			return
-		}
-		t.p.fail(w, http.StatusBadRequest, "", "could not read the request body")
+	body, ok := t.readBody(w, r, "")
+	if !ok {
 		return
 	}
 	// Only the model is the gateway's business; the rest (messages, system,
@@ -138,18 +128,10 @@ func (c *CountTokens) count(ctx context.Context, plan []routing.Candidate, body 
 			t.Breaker.Success(cand.Key())
 			return n, cand, nil
 		}
-		attemptFailed(attempt, err)
 		lastErr = err
-		status, retryAfter := 0, time.Duration(0)
-		if ue, ok := upstream.As(err); ok {
-			status, retryAfter = ue.Status, ue.RetryAfter
-		}
-		metrics.UpstreamErrors.WithLabelValues(cand.Backend.Name, strconv.Itoa(status)).Inc()
-		if ctx.Err() != nil || !upstream.IsRetryable(err) {
+		if !t.attemptFailed(ctx, cand, attempt, err) {
 			return 0, cand, err
 		}
-		t.Breaker.Failure(cand.Key())
-		t.Breaker.Hold(cand.Key(), retryAfter)
 		log.FromContext(ctx).Info("token count attempt failed; trying the next backend",
 			"backend", cand.Backend.Name, "error", err.Error())
 	}

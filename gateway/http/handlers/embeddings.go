@@ -5,9 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -20,7 +18,6 @@ import (
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
-	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/platform/telemetry"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -173,14 +170,8 @@ func (e *Embeddings) serveHTTP(w http.ResponseWriter, r *http.Request, p *auth.P
 	t := e.t
 	ctx := r.Context()
 	info := infoOf(ctx)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTextBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			t.p.fail(w, http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than 32 MiB")
-			return
-		}
-		t.p.fail(w, http.StatusBadRequest, "", "could not read the request body")
+	body, ok := t.readBody(w, r, "request_too_large")
+	if !ok {
 		return
 	}
 	req, msg := parseEmbeddings(body)
@@ -290,18 +281,10 @@ func (e *Embeddings) invoke(c *textCall, req upstream.EmbedRequest) (*upstream.E
 			t.Breaker.Success(cand.Key())
 			return res, cand, nil
 		}
-		attemptFailed(attempt, err)
 		lastErr = err
-		status, retryAfter := 0, time.Duration(0)
-		if ue, ok := upstream.As(err); ok {
-			status, retryAfter = ue.Status, ue.RetryAfter
-		}
-		metrics.UpstreamErrors.WithLabelValues(cand.Backend.Name, strconv.Itoa(status)).Inc()
-		if ctx.Err() != nil || !upstream.IsRetryable(err) {
+		if !t.attemptFailed(ctx, cand, attempt, err) {
 			return nil, cand, err
 		}
-		t.Breaker.Failure(cand.Key())
-		t.Breaker.Hold(cand.Key(), retryAfter)
 		log.FromContext(ctx).Info("upstream attempt failed; trying the next backend",
 			"model", c.req.Model, "backend", cand.Backend.Name, "error", err.Error())
 	}

@@ -140,14 +140,8 @@ func (t *Text) admit(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 	_, admission := telemetry.Start(ctx, "admission", trace.SpanKindInternal)
 	defer admission.End()
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTextBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			t.p.fail(w, http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than 32 MiB")
-			return nil
-		}
-		t.p.fail(w, http.StatusBadRequest, "", "could not read the request body")
+	body, ok := t.readBody(w, r, "request_too_large")
+	if !ok {
 		return nil
 	}
 	req, msg := t.p.parse(body)
@@ -177,6 +171,7 @@ func (t *Text) admit(w http.ResponseWriter, r *http.Request, p *auth.Principal) 
 	if call.OutputCap > 0 && !asksNoOutput(t.p.proto, call.body) {
 		// The reservation pays for this much output: the upstream is told
 		// so, and the client by the header.
+		var err error
 		if call.body, err = setOutputCap(t.p.proto, call.body, call.OutputCap); err != nil {
 			t.release(call)
 			t.p.fail(w, http.StatusBadRequest, "", "could not set the output cap")
@@ -403,18 +398,10 @@ func (t *Text) invoke(p *auth.Principal, c *textCall) (*upstream.Result, *routin
 			}
 			return res, cand, nil
 		}
-		attemptFailed(attempt, err)
 		lastErr = err
-		status, retryAfter := 0, time.Duration(0)
-		if ue, ok := upstream.As(err); ok {
-			status, retryAfter = ue.Status, ue.RetryAfter
-		}
-		metrics.UpstreamErrors.WithLabelValues(cand.Backend.Name, strconv.Itoa(status)).Inc()
-		if ctx.Err() != nil || !upstream.IsRetryable(err) {
+		if !t.attemptFailed(ctx, cand, attempt, err) {
 			return nil, cand, err
 		}
-		t.Breaker.Failure(cand.Key())
-		t.Breaker.Hold(cand.Key(), retryAfter)
 		log.FromContext(ctx).Info("upstream attempt failed; trying the next backend",
 			"model", c.req.Model, "backend", cand.Backend.Name, "error", err.Error())
 	}
@@ -672,4 +659,40 @@ func deref(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// readBody reads a text request's body, at most maxTextBody. When it
+// cannot, it has answered in the protocol's shape (413 with tooLargeCode as
+// the error code, or 400) and returns false.
+func (t *Text) readBody(w http.ResponseWriter, r *http.Request, tooLargeCode string) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTextBody))
+	if err == nil {
+		return body, true
+	}
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+		t.p.fail(w, http.StatusRequestEntityTooLarge, tooLargeCode, "request body is larger than 32 MiB")
+	} else {
+		t.p.fail(w, http.StatusBadRequest, "", "could not read the request body")
+	}
+	return nil, false
+}
+
+// attemptFailed records a failed upstream attempt on cand: the attempt's
+// span, the error metric by status, and for an error another backend may
+// not have, the breaker and the upstream's Retry-After. It reports whether
+// the next candidate may be tried: not once the client is gone or for an
+// error that is the request's own.
+func (t *Text) attemptFailed(ctx context.Context, cand *routing.Candidate, attempt trace.Span, err error) bool {
+	attemptFailed(attempt, err)
+	status, retryAfter := 0, time.Duration(0)
+	if ue, ok := upstream.As(err); ok {
+		status, retryAfter = ue.Status, ue.RetryAfter
+	}
+	metrics.UpstreamErrors.WithLabelValues(cand.Backend.Name, strconv.Itoa(status)).Inc()
+	if ctx.Err() != nil || !upstream.IsRetryable(err) {
+		return false
+	}
+	t.Breaker.Failure(cand.Key())
+	t.Breaker.Hold(cand.Key(), retryAfter)
+	return true
 }
