@@ -56,3 +56,12 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // Unwrap returns the wrapped transport (for tests and for settings that
 // must reach the *http.Transport).
 func (t transport) Unwrap() http.RoundTripper { return t.next }
+
+// CloseIdleConnections closes the wrapped transport's idle connections:
+// http.Client.CloseIdleConnections reaches a transport only through this
+// method, so without it the wrapper would keep the pool open.
+func (t transport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
