@@ -111,13 +111,13 @@ func (c *CountTokens) count(ctx context.Context, plan []routing.Candidate, body 
 		if !ok || !counts {
 			continue
 		}
-		if attempts >= maxAttempts || (attempts > 0 && t.Clock.Now().After(deadline)) {
+		if !t.mayAttempt(attempts, deadline) {
 			break
 		}
 		attempts++
 		backend, err := t.backend(ctx, *cand)
 		if err != nil {
-			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
+			lastErr = errCredentialUnavailable()
 			continue
 		}
 		actx, attempt := startAttempt(ctx, telemetry.OperationCountTokens, *cand, backend.UpstreamModel, attempts)

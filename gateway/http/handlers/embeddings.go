@@ -259,7 +259,7 @@ func (e *Embeddings) invoke(c *textCall, req upstream.EmbedRequest) (*upstream.E
 	var lastErr error
 	for i := range c.Plan {
 		cand := &c.Plan[i]
-		if i >= maxAttempts || (i > 0 && t.Clock.Now().After(deadline)) {
+		if !t.mayAttempt(i, deadline) {
 			break
 		}
 		emb, ok := t.Upstreams.Embedder(cand.Backend.Provider)
@@ -270,7 +270,7 @@ func (e *Embeddings) invoke(c *textCall, req upstream.EmbedRequest) (*upstream.E
 		}
 		backend, err := t.backend(ctx, *cand)
 		if err != nil {
-			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
+			lastErr = errCredentialUnavailable()
 			continue
 		}
 		actx, attempt := startAttempt(ctx, telemetry.OperationEmbeddings, *cand, backend.UpstreamModel, i+1)

@@ -277,11 +277,19 @@ func (s textSubject) outputCap(route *v1.ModelRoute) int64 {
 // token do not fit (docs/billing.md, "Reservations").
 func (s textSubject) Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (store.Fit, func(billing.Quota) int64) {
 	outCap := s.outputCap(route)
+	// The ledger calls fit inside its transaction; the cap it found for the
+	// amount reserved is kept, so capFor needs no second search.
+	var fitted int64
+	var fittedQuota billing.Quota
 	fit := func(available billing.Quota) (billing.Quota, bool) {
 		n, q, err := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, available)
+		fitted, fittedQuota = n, q
 		return q, err == nil && n > 0
 	}
 	capFor := func(amount billing.Quota) int64 {
+		if amount == fittedQuota {
+			return fitted
+		}
 		n, _, _ := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, amount)
 		return n
 	}
@@ -364,7 +372,7 @@ func (t *Text) invoke(p *auth.Principal, c *textCall) (*upstream.Result, *routin
 	var lastErr error
 	for i := range c.Plan {
 		cand := &c.Plan[i]
-		if i >= maxAttempts || (i > 0 && t.Clock.Now().After(deadline)) {
+		if !t.mayAttempt(i, deadline) {
 			break
 		}
 		prov, ok := t.Upstreams.Text(cand.Backend.Provider)
@@ -374,7 +382,7 @@ func (t *Text) invoke(p *auth.Principal, c *textCall) (*upstream.Result, *routin
 		}
 		backend, err := t.backend(ctx, *cand)
 		if err != nil {
-			lastErr = &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
+			lastErr = errCredentialUnavailable()
 			continue
 		}
 		// A stream's upstream call outlives the client: if the client hangs
@@ -695,4 +703,17 @@ func (t *Text) attemptFailed(ctx context.Context, cand *routing.Candidate, attem
 	t.Breaker.Failure(cand.Key())
 	t.Breaker.Hold(cand.Key(), retryAfter)
 	return true
+}
+
+// mayAttempt reports whether candidate i of a plan may still be tried: at
+// most maxAttempts, and after the first only within the retry budget that
+// ends at deadline.
+func (t *Text) mayAttempt(i int, deadline time.Time) bool {
+	return i < maxAttempts && (i == 0 || !t.Clock.Now().After(deadline))
+}
+
+// errCredentialUnavailable is a candidate whose Secret could not be read:
+// another backend may serve.
+func errCredentialUnavailable() error {
+	return &upstream.Error{Class: upstream.Failover, Status: http.StatusBadGateway, Retryable: true, Message: "upstream credential unavailable"}
 }
