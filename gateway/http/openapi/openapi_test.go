@@ -169,3 +169,43 @@ func TestStreamEventsAreChecked(t *testing.T) {
 	_, err = c.CheckStream(httptest.NewRequest("GET", "/v1/models", nil), 200, http.Header{"Content-Type": {"text/event-stream"}})
 	g.Expect(err).To(HaveOccurred(), "the model list declares no event stream")
 }
+
+// TestOpenAIStreamEventsAreChecked: the Chat Completions and Responses
+// streams declare event schemas too: a chunk, an error and [DONE] pass,
+// a chunk without choices or an event without a type does not.
+func TestOpenAIStreamEventsAreChecked(t *testing.T) {
+	c, err := apicheck.Load()
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	cases := []struct {
+		name, path, stream string
+		ok                 bool
+	}{
+		{"chat chunks, usage and [DONE]", "/v1/chat/completions",
+			`data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}` + "\n\n" +
+				`data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":1}}` + "\n\n" +
+				"data: [DONE]\n\n", true},
+		{"a chat stream ending in an error", "/v1/chat/completions", `data: {"error":{"message":"upstream failed","type":"server_error"}}` + "\n\n", true},
+		{"a chat chunk without choices", "/v1/chat/completions", `data: {"id":"c1","object":"chat.completion.chunk"}` + "\n\n", false},
+		{"Azure's prompt-filter chunk", "/v1/chat/completions", `data: {"choices":[],"created":0,"id":"","object":"","prompt_filter_results":[{"prompt_index":0}]}` + "\n\n", true},
+		{"a chat choice without its index", "/v1/chat/completions", `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"delta":{}}]}` + "\n\n", false},
+		{"responses events, a future one too", "/v1/responses",
+			"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"r\",\"object\":\"response\",\"status\":\"in_progress\",\"output\":[]}}\n\n" +
+				"event: response.future\ndata: {\"type\":\"response.future\",\"sequence_number\":1}\n\n", true},
+		{"a responses event without a type", "/v1/responses", "data: {\"sequence_number\":0}\n\n", false},
+		{"a responses event carrying a malformed response", "/v1/responses", "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\"}}\n\n", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			schema, err := c.CheckStream(httptest.NewRequest("POST", tc.path, nil), 200, http.Header{"Content-Type": {"text/event-stream"}})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(schema).NotTo(BeNil())
+			err = apicheck.CheckEvents(schema, []byte(tc.stream))
+			if tc.ok {
+				g.Expect(err).NotTo(HaveOccurred())
+			} else {
+				g.Expect(err).To(HaveOccurred())
+			}
+		})
+	}
+}
