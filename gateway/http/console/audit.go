@@ -28,7 +28,7 @@ type auditRow struct {
 // the API server keeps them for its event TTL (one hour by default).
 func (c *Console) audit(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 	list := &corev1.EventList{}
-	if err := c.d.Events.List(r.Context(), list, client.InNamespace(t.Namespace)); err != nil {
+	if err := c.d.Live.List(r.Context(), list, client.InNamespace(t.Namespace)); err != nil {
 		c.fail(w, r, "audit", t, err, "The audit trail cannot be read right now.")
 		return
 	}

@@ -87,9 +87,10 @@ type Deps struct {
 	// KnowsKey tells when this replica's cache holds a new key
 	// (auth.Authenticator.KnowsKey); nil does not wait.
 	KnowsKey func(keyHash string) bool
-	// Events reads the tenant's Events for the audit page (the API
-	// server, not the cache).
-	Events client.Reader
+	// Live reads from the API server, not the cache: the tenant's Events
+	// for the audit page (the gateway watches no Events), and the key an
+	// action changes, so the change starts from its current version.
+	Live client.Reader
 }
 
 // DefaultSessionTTL is the lifetime of a session.
@@ -151,6 +152,7 @@ func Register(mux Mux, d Deps) {
 	mux.Handle("POST /console/keys/{name}/limits", secure(c.action(c.editLimits)))
 	mux.Handle("POST /console/keys/{name}/delete", secure(c.action(c.deleteKey)))
 	mux.Handle("GET /console/audit", secure(c.session(c.audit)))
+	mux.Handle("GET /console/usage.csv", secure(c.session(c.usageCSV)))
 }
 
 // secure sets the headers every console response carries.

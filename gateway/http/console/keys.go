@@ -267,7 +267,7 @@ func (c *Console) record(ctx context.Context, tok *v1.ApiToken, actor, reason, m
 // and message that say why not.
 func (c *Console) managedKey(ctx context.Context, t *v1.Tenant, name string) (*v1.ApiToken, int, string) {
 	tok := &v1.ApiToken{}
-	if err := c.d.Cache.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: name}, tok); err != nil || !tok.DeletionTimestamp.IsZero() {
+	if err := c.d.Live.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: name}, tok); err != nil || !tok.DeletionTimestamp.IsZero() {
 		return nil, http.StatusNotFound, "That key does not exist (any more)."
 	}
 	if tok.Labels[ManagedByLabel] == ManagedByGitOps {
@@ -303,7 +303,9 @@ func (c *Console) changeKey(w http.ResponseWriter, r *http.Request, t *v1.Tenant
 		}
 	} else {
 		stamp(tok, actor, c.d.Clock.Now())
-		if err := c.d.Writer.Patch(ctx, tok, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		// A merge patch of the fields the form changed: the controller's
+		// status writes in between do not conflict with it.
+		if err := c.d.Writer.Patch(ctx, tok, client.MergeFrom(before)); err != nil {
 			c.fail(w, r, "keys", t, err, "The key could not be changed; reload the page and try again.")
 			return
 		}

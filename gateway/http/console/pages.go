@@ -36,6 +36,9 @@ type overviewData struct {
 	Today, Month                 billing.Quota
 	TodayRequests, MonthRequests int64
 	Grants                       []grantRow
+	// TodayURL and MonthURL open the usage page on the window of the
+	// total: a start alone, which ends now.
+	TodayURL, MonthURL string
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
@@ -61,7 +64,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant)
 	}
 	// As the balance endpoint: quota leased to a gateway replica is not spent.
 	d := overviewData{Unlimited: b.Unlimited || t.Spec.UnlimitedQuota, Remain: b.Remain + leased, Used: b.Used,
-		CreditLimit: b.CreditLimit, Available: b.Remain + leased + b.CreditLimit}
+		CreditLimit: b.CreditLimit, Available: b.Remain + leased + b.CreditLimit,
+		TodayURL: Prefix + "usage?start_timestamp=" + strconv.FormatInt(today.Unix(), 10),
+		MonthURL: Prefix + "usage?start_timestamp=" + strconv.FormatInt(month.Unix(), 10)}
 	for _, u := range days {
 		d.Month += u.Quota
 		d.MonthRequests += u.RequestCount
@@ -213,6 +218,8 @@ type usageData struct {
 	Windows    []windowLink
 	WindowCost billing.Quota
 	Chart      chartData
+	// CSVURL exports every row of the window (usageCSV).
+	CSVURL string
 }
 
 type windowLink struct {
@@ -262,6 +269,11 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		}
 	}
 	d.FirstURL = Prefix + "usage?" + base.Encode()
+	export := url.Values{"start_timestamp": {strconv.FormatInt(uq.Start, 10)}, "end_timestamp": {strconv.FormatInt(uq.End, 10)}}
+	if v := q.Get("token_id"); v != "" {
+		export.Set("token_id", v)
+	}
+	d.CSVURL = Prefix + "usage.csv?" + export.Encode()
 	if page.HasMore {
 		next := url.Values{}
 		for k, v := range base {
