@@ -18,6 +18,7 @@ const maxAudit = 200
 
 type auditRow struct {
 	At                    int64
+	order                 int64 // EventTime in nanoseconds, else At in seconds
 	Actor, Action, Detail string
 	Key                   string
 }
@@ -38,10 +39,14 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		if ev.Source.Component != EventSource || ev.InvolvedObject.Kind != "ApiToken" {
 			continue
 		}
-		rows = append(rows, auditRow{At: ev.LastTimestamp.Unix(), Actor: ev.Annotations[LastActorAnnotation],
-			Action: ev.Action, Detail: ev.Message, Key: ev.InvolvedObject.Name})
+		row := auditRow{At: ev.LastTimestamp.Unix(), order: ev.LastTimestamp.UnixNano(), Actor: ev.Annotations[LastActorAnnotation],
+			Action: ev.Action, Detail: ev.Message, Key: ev.InvolvedObject.Name}
+		if !ev.EventTime.IsZero() {
+			row.order = ev.EventTime.UnixNano()
+		}
+		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b auditRow) int { return cmp.Or(cmp.Compare(b.At, a.At), cmp.Compare(a.Key, b.Key)) })
+	slices.SortFunc(rows, func(a, b auditRow) int { return cmp.Or(cmp.Compare(b.order, a.order), cmp.Compare(a.Key, b.Key)) })
 	if len(rows) > maxAudit {
 		rows = rows[:maxAudit]
 	}

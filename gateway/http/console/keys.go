@@ -257,7 +257,12 @@ func (c *Console) record(ctx context.Context, tok *v1.ApiToken, actor, reason, m
 		Source: corev1.EventSource{Component: EventSource}, ReportingController: "modelgate.io/console",
 		ReportingInstance: EventSource, Action: reason,
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		EventTime: metav1.NewMicroTime(now.Time), // orders actions within a second on the audit page
 	}
+	// The change is made: its record must not be lost to a browser that
+	// leaves before the answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	if err := c.d.Writer.Create(ctx, ev); err != nil {
 		logError(ctx, "record the console's audit event", err)
 	}
