@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,6 +112,12 @@ func TestManageKeys(t *testing.T) {
 		t.Fatalf("the key as written: %+v %v", tok.Spec, tok.Annotations)
 	}
 
+	// `kubectl get apitokens` shows who manages the key (the table the API
+	// server renders from the CRD's printer columns).
+	if got := managedByColumn(t, tn.acct.Namespace, tok.Name); got != console.ManagedByConsole {
+		t.Fatalf("the Managed By column: %q, want console", got)
+	}
+
 	// Disable: the key is refused as soon as the cache has the change.
 	resp, _ = do(t, "POST", "/console/keys/"+tok.Name+"/state", url.Values{"disabled": {"true"}, "csrf_token": {csrf}}, c, origin)
 	if resp.StatusCode != http.StatusSeeOther {
@@ -188,4 +197,33 @@ func TestManageKeys(t *testing.T) {
 	if strings.Contains(page(t, "/console/audit", other), tok.Name) {
 		t.Error("another tenant's audit page shows this tenant's actions")
 	}
+}
+
+// managedByColumn is the "Managed By" cell of the key in the API server's
+// table of ApiTokens, as kubectl get prints it.
+func managedByColumn(t *testing.T, ns, name string) string {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(stack.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", strings.TrimSuffix(stack.Config.Host, "/")+"/apis/modelgate.io/v1alpha1/namespaces/"+ns+"/apitokens/"+name, nil)
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var table metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table: %v, %d rows", err, len(table.Rows))
+	}
+	for i, col := range table.ColumnDefinitions {
+		if col.Name == "Managed By" {
+			s, _ := table.Rows[0].Cells[i].(string)
+			return s
+		}
+	}
+	t.Fatal("the table has no Managed By column")
+	return ""
 }
