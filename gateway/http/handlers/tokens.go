@@ -92,11 +92,10 @@ type tokenView struct {
 // number renders an exact decimal as a JSON number.
 func number(s string) json.Number { return json.Number(s) }
 
-// tokenPlan is a validated creation request: the shared request in ledger
-// units and the body it came from.
+// tokenPlan is a creation request read from the body: the shared request
+// in ledger units.
 type tokenPlan struct {
-	req  tokenspec.Request
-	body createTokenRequest
+	req tokenspec.Request
 }
 
 // Create makes an ApiToken in the caller's tenant namespace. The key is made
@@ -135,7 +134,7 @@ func (h *Tokens) plan(r *http.Request) (tokenPlan, string) {
 	if err := dec.Decode(&req); err != nil {
 		return tokenPlan{}, msgInvalidBody
 	}
-	plan := tokenPlan{body: req, req: tokenspec.Request{
+	plan := tokenPlan{req: tokenspec.Request{
 		ModelLimitsEnabled: req.ModelLimitsEnabled, Group: req.Group, CrossGroupRetry: req.CrossGroupRetry,
 		Unlimited: req.UnlimitedQuota,
 	}}
