@@ -15,16 +15,13 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/store"
-	"github.com/modelgate/modelgate/test/framework"
 )
 
 // apiStatus is the status of an API call with key.
@@ -68,12 +65,7 @@ func TestKeysInBrowser(t *testing.T) {
 		}
 		t.Skip("SKIPPING the keys browser test: " + msg)
 	}
-	ctrl.SetLogger(logr.Discard())
-	stack, err := framework.StartStack(framework.StackOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Stop() })
+	stack := browserStack(t)
 	ctx := context.Background()
 	acct, err := stack.NewAccount(ctx, v1.TenantSpec{DisplayName: "Keys Tenant",
 		Grants: []v1.Grant{{ID: "welcome", Credits: ptr.To(v1.Decimal("2000")), Reason: "welcome credit"}}},
@@ -88,9 +80,7 @@ func TestKeysInBrowser(t *testing.T) {
 	if err := stack.Client.Create(ctx, gitops); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stack.PublishSimulatedImage(ctx, browserImageModel, "0.04"); err != nil {
-		t.Fatal(err)
-	}
+	publishImage(t, stack)
 	secret := &corev1.Secret{}
 	if err := stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: acct.Tenant.Status.AccessTokenSecretName}, secret); err != nil {
 		t.Fatal(err)
