@@ -211,6 +211,7 @@ type ApiTokenStatus struct {
 // +kubebuilder:printcolumn:name="Key Provisioned",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="KeyProvisioned")].status`
 // +kubebuilder:printcolumn:name="Registered",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Registered")].status`
 // +kubebuilder:printcolumn:name="Usage",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="UsageMirrored")].status`
+// +kubebuilder:printcolumn:name="Managed By",type=string,JSONPath=`.metadata.labels.modelgate\.io/managed-by`,description="modelgate.io/managed-by: console for keys made in the console, gitops for keys a pipeline owns"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ApiToken struct {
 	metav1.TypeMeta   `json:",inline"`

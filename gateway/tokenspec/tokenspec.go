@@ -2,6 +2,9 @@
 // one mapping the ApiToken controller, the gateway's authenticator (a key
 // used before the controller registered it) and POST /v1/tokens all use, so
 // that whichever of them reaches the ledger first registers the same token.
+// It also turns a request for a new key into an ApiToken (Plan, with the
+// rules every new key obeys, NewApiToken and Create), for POST /v1/tokens
+// and the console's Keys page alike.
 package tokenspec
 
 import (

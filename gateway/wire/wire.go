@@ -236,7 +236,8 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 			return nil, err
 		}
 		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
-			Catalog: pricingHandler.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key})
+			Catalog: pricingHandler.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key,
+			Writer: mgr.GetClient(), Registry: ledger, KnowsKey: authn.KnowsKey, Live: mgr.GetAPIReader()})
 	}
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())

@@ -17,10 +17,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -64,12 +62,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		t.Skip("SKIPPING the console browser test: " + msg)
 	}
-	ctrl.SetLogger(logr.Discard())
-	stack, err := framework.StartStack(framework.StackOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Stop() })
+	stack := browserStack(t)
 	ctx := context.Background()
 	acct, err := stack.NewAccount(ctx, v1.TenantSpec{DisplayName: "Browser Tenant",
 		Grants: []v1.Grant{{ID: "welcome", Credits: ptr.To(v1.Decimal("2000")), Reason: "welcome credit"}}},
@@ -269,9 +262,7 @@ const browserImageModel = "browser-image"
 func completedImageTask(t *testing.T, stack *framework.Stack, key string) string {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := stack.PublishSimulatedImage(ctx, browserImageModel, "0.04"); err != nil {
-		t.Fatal(err)
-	}
+	publishImage(t, stack)
 	task, err := stack.CompletedImageTask(ctx, key, browserImageModel, "a lighthouse at dusk")
 	if err != nil {
 		t.Fatal(err)

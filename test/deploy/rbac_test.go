@@ -161,10 +161,21 @@ func TestGatewayRBAC(t *testing.T) {
 				TokenName: tok.Name, TokenID: 1, UserID: 1, RequestID: "req-rbac"}}
 		g.Expect(gw.Create(ctx, task)).To(Succeed())
 
-		// …and nothing more with them.
-		g.Expect(gw.Delete(ctx, tok)).To(Satisfy(forbidden), "delete ApiToken")
+		// The console's key actions: patch and delete an ApiToken (not its
+		// status), and the audit Events.
 		g.Expect(gw.Patch(ctx, tok, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"disabled":true}}`)))).
-			To(Satisfy(forbidden), "patch ApiToken")
+			To(Succeed(), "patch ApiToken")
+		g.Expect(gw.Status().Patch(ctx, tok, client.RawPatch(types.MergePatchType, []byte(`{"status":{"observedGeneration":1}}`)))).
+			To(Satisfy(forbidden), "patch ApiToken status")
+		ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "console-", Namespace: ns},
+			InvolvedObject: corev1.ObjectReference{Kind: "ApiToken", Namespace: ns, Name: tok.Name}, Reason: "ConsoleDisabled",
+			Source: corev1.EventSource{Component: "modelgate-console"}}
+		g.Expect(gw.Create(ctx, ev)).To(Succeed(), "create Event")
+		g.Expect(gw.List(ctx, &corev1.EventList{}, client.InNamespace(ns))).To(Succeed(), "list Events")
+		g.Expect(gw.Delete(ctx, ev)).To(Satisfy(forbidden), "delete Event")
+		g.Expect(gw.Delete(ctx, tok)).To(Succeed(), "delete ApiToken")
+
+		// …and nothing more with them.
 		g.Expect(gw.Delete(ctx, task)).To(Satisfy(forbidden), "delete GenerationTask")
 		g.Expect(gw.Status().Patch(ctx, task, client.RawPatch(types.MergePatchType, []byte(`{"status":{"observedGeneration":1}}`)))).
 			To(Satisfy(forbidden), "patch GenerationTask status")

@@ -1,9 +1,10 @@
-// Package console serves the read-only tenant console at /console/: a few
-// server-rendered pages (overview, keys, usage, tasks, prices) for the owner
+// Package console serves the tenant console at /console/: a few
+// server-rendered pages (overview, keys, usage, tasks, prices, audit) for the owner
 // of one account, signed in with the account's usage access token and user
 // ID, the credentials of GET /api/usage/tokens/*. Sessions are stateless
 // signed cookies, so any gateway replica serves any session. Pages are
-// html/template with embedded assets and no script; see docs/console.md.
+// html/template with embedded assets; the Keys page manages the account's
+// keys through the code POST /v1/tokens uses; see docs/console.md.
 package console
 
 import (
@@ -27,15 +28,17 @@ import (
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/gateway/tasks"
+	"github.com/modelgate/modelgate/gateway/tokenspec"
 )
 
 // Prefix is where the console is mounted.
 const Prefix = "/console/"
 
 // CSP is the Content-Security-Policy of every console response: nothing but
-// the console's own stylesheet and data: images, no script at all, no
-// framing, forms posting only to the console itself.
-const CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// the console's own stylesheet, data: images and its one script file (the
+// Keys page's copy button; no inline script), no framing, forms posting
+// only to the console itself.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // Accounts checks credentials from the informer cache;
 // *auth.Authenticator implements it.
@@ -76,6 +79,18 @@ type Deps struct {
 	SessionKey []byte
 	// SessionTTL is how long a session lasts; default DefaultSessionTTL.
 	SessionTTL time.Duration
+	// Writer writes the ApiTokens the Keys page creates, changes and
+	// deletes, and the audit Events.
+	Writer client.Writer
+	// Registry registers a new key in the ledger, as POST /v1/tokens does.
+	Registry tokenspec.Registry
+	// KnowsKey tells when this replica's cache holds a new key
+	// (auth.Authenticator.KnowsKey); nil does not wait.
+	KnowsKey func(keyHash string) bool
+	// Live reads from the API server, not the cache: the tenant's Events
+	// for the audit page (the gateway watches no Events), and the key an
+	// action changes, so the change starts from its current version.
+	Live client.Reader
 }
 
 // DefaultSessionTTL is the lifetime of a session.
@@ -110,7 +125,7 @@ func New(d Deps) *Console {
 		panic("console: a session key is required")
 	}
 	c := &Console{d: d, pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "overview", "keys", "usage", "tasks", "prices"} {
+	for _, name := range []string{"signin", "overview", "keys", "usage", "tasks", "prices", "audit"} {
 		c.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
@@ -132,6 +147,12 @@ func Register(mux Mux, d Deps) {
 	mux.Handle("GET /console/usage", secure(c.session(c.usage)))
 	mux.Handle("GET /console/tasks", secure(c.session(c.tasks)))
 	mux.Handle("GET /console/prices", secure(c.session(c.prices)))
+	mux.Handle("POST /console/keys", secure(c.action(c.createKey)))
+	mux.Handle("POST /console/keys/{name}/state", secure(c.action(c.setKeyState)))
+	mux.Handle("POST /console/keys/{name}/limits", secure(c.action(c.editLimits)))
+	mux.Handle("POST /console/keys/{name}/delete", secure(c.action(c.deleteKey)))
+	mux.Handle("GET /console/audit", secure(c.session(c.audit)))
+	mux.Handle("GET /console/usage.csv", secure(c.session(c.usageCSV)))
 }
 
 // secure sets the headers every console response carries.
@@ -194,10 +215,15 @@ type view struct {
 	Tenant *v1.Tenant
 	Error  string
 	Data   any
+	// CSRF is the session's CSRF token for the page's forms.
+	CSRF string
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if v.Tenant != nil {
+		v.CSRF = c.csrfToken(r)
+	}
 	var b bytes.Buffer
 	if err := c.pages[name].Execute(&b, v); err != nil {
 		slog.ErrorContext(r.Context(), "render console page", "page", name, "error", err)

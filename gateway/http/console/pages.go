@@ -36,6 +36,9 @@ type overviewData struct {
 	Today, Month                 billing.Quota
 	TodayRequests, MonthRequests int64
 	Grants                       []grantRow
+	// TodayURL and MonthURL open the usage page on the window of the
+	// total: a start alone, which ends now.
+	TodayURL, MonthURL string
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
@@ -61,7 +64,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant)
 	}
 	// As the balance endpoint: quota leased to a gateway replica is not spent.
 	d := overviewData{Unlimited: b.Unlimited || t.Spec.UnlimitedQuota, Remain: b.Remain + leased, Used: b.Used,
-		CreditLimit: b.CreditLimit, Available: b.Remain + leased + b.CreditLimit}
+		CreditLimit: b.CreditLimit, Available: b.Remain + leased + b.CreditLimit,
+		TodayURL: Prefix + "usage?start_timestamp=" + strconv.FormatInt(today.Unix(), 10),
+		MonthURL: Prefix + "usage?start_timestamp=" + strconv.FormatInt(month.Unix(), 10)}
 	for _, u := range days {
 		d.Month += u.Quota
 		d.MonthRequests += u.RequestCount
@@ -97,6 +102,21 @@ type keyRow struct {
 	TPM                    int64
 	Group, Models          string
 	Expires                int64
+	// Object is the ApiToken's name, which the forms post to; ReadOnly
+	// says why the console may not change the key, when it may not.
+	Object, ReadOnly, ManagedBy string
+	Disabled                    bool
+	// DailyCredits and MonthlyCredits fill the limits form.
+	DailyCredits, MonthlyCredits string
+}
+
+// keysData is the Keys page: the rows, the key just created (shown once),
+// and the create form as posted when it was refused.
+type keysData struct {
+	Rows   []keyRow
+	New    *newKey
+	Form   KeyForm
+	Manage bool
 }
 
 var tokenStates = map[v1.TokenState]string{
@@ -104,6 +124,12 @@ var tokenStates = map[v1.TokenState]string{
 }
 
 func (c *Console) keys(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
+	c.keysPage(w, r, t, http.StatusOK, "", nil, KeyForm{})
+}
+
+// keysPage renders the Keys page with a status and message (an action's
+// refusal), the key just created and the create form's values.
+func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, t *v1.Tenant, status int, msg string, created *newKey, form KeyForm) {
 	ctx := r.Context()
 	list := &v1.ApiTokenList{}
 	if err := c.d.Cache.List(ctx, list, client.InNamespace(t.Namespace)); err != nil {
@@ -119,7 +145,17 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		}
 		row := keyRow{ID: k.Status.TokenID, Name: k.Spec.DisplayName, Prefix: k.Status.KeyPrefix,
 			Unlimited: k.Spec.UnlimitedQuota, Daily: billing.Quota(k.Spec.DailyQuota), Monthly: billing.Quota(k.Spec.MonthlyQuota),
-			RPM: k.Spec.RequestsPerMinute, TPM: k.Spec.TokensPerMinute, Group: k.Spec.Group}
+			RPM: k.Spec.RequestsPerMinute, TPM: k.Spec.TokensPerMinute, Group: k.Spec.Group,
+			Object: k.Name, ManagedBy: k.Labels[ManagedByLabel], Disabled: k.Spec.Disabled}
+		if row.ManagedBy == ManagedByGitOps {
+			row.ReadOnly = gitopsReason
+		}
+		if k.Spec.DailyQuota > 0 {
+			row.DailyCredits = billing.Quota(k.Spec.DailyQuota).CreditsString()
+		}
+		if k.Spec.MonthlyQuota > 0 {
+			row.MonthlyCredits = billing.Quota(k.Spec.MonthlyQuota).CreditsString()
+		}
 		if row.Prefix == "" {
 			row.Prefix = k.Spec.KeyPrefix
 		}
@@ -153,7 +189,8 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, func(a, b keyRow) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Name, b.Name)) })
-	c.render(w, r, http.StatusOK, "keys", view{Title: "Keys", Page: "keys", Tenant: t, Data: rows})
+	c.render(w, r, status, "keys", view{Title: "Keys", Page: "keys", Tenant: t, Error: msg,
+		Data: keysData{Rows: rows, New: created, Form: form, Manage: c.mayManageKeys(r, t)}})
 }
 
 // keyStatus is the contract's status of a key now (ApiToken.StateAt, as the
@@ -181,6 +218,8 @@ type usageData struct {
 	Windows    []windowLink
 	WindowCost billing.Quota
 	Chart      chartData
+	// CSVURL exports every row of the window (usageCSV).
+	CSVURL string
 }
 
 type windowLink struct {
@@ -230,6 +269,11 @@ func (c *Console) usage(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 		}
 	}
 	d.FirstURL = Prefix + "usage?" + base.Encode()
+	export := url.Values{"start_timestamp": {strconv.FormatInt(uq.Start, 10)}, "end_timestamp": {strconv.FormatInt(uq.End, 10)}}
+	if v := q.Get("token_id"); v != "" {
+		export.Set("token_id", v)
+	}
+	d.CSVURL = Prefix + "usage.csv?" + export.Encode()
 	if page.HasMore {
 		next := url.Values{}
 		for k, v := range base {

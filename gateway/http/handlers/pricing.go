@@ -13,6 +13,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/pricing"
+	"github.com/modelgate/modelgate/gateway/tokenspec"
 )
 
 // Pricing serves GET /v1/pricing: the catalog of image and video prices the
@@ -36,7 +37,7 @@ func pricingAuthFail(w http.ResponseWriter, status int, message string) {
 func (h *Pricing) Catalog(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	w.Header().Set("Cache-Control", "private, no-store")
 	ctx := r.Context()
-	if g := p.Token.Spec.Group; g != "" && g != auth.AutoGroup && !tenantAllowsGroup(p.Tenant, g) {
+	if g := p.Token.Spec.Group; g != "" && g != auth.AutoGroup && !tokenspec.TenantAllowsGroup(p.Tenant, g) {
 		apierr.Pricing(w, http.StatusForbidden, "group_not_allowed", "the key's group is not allowed for this account")
 		return
 	}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -35,7 +32,6 @@ const (
 	msgExpiredInPast   = "过期时间不能早于当前时间"
 	msgGroupNotAllowed = "无权使用该分组"
 	msgNegativeAmount  = "额度不能为负数"
-	maxTokenNameLength = 50
 	creditsPerUSD      = 200
 	maxTokenBody       = 64 << 10
 )
@@ -96,24 +92,20 @@ type tokenView struct {
 // number renders an exact decimal as a JSON number.
 func number(s string) json.Number { return json.Number(s) }
 
-// tokenPlan is a validated creation request in ledger units.
+// tokenPlan is a creation request read from the body: the shared request
+// in ledger units.
 type tokenPlan struct {
-	name                      string
-	expires                   *metav1.Time
-	quota, daily, monthly     billing.Quota
-	req                       createTokenRequest
-	modelLimits               []v1.ModelID
-	modelLimitsCommaSeparated string
+	req tokenspec.Request
 }
 
 // Create makes an ApiToken in the caller's tenant namespace. The key is made
 // here, returned once, and only its hash is stored. Failures answer HTTP 200
 // with {success:false, message} as the contract shows.
 func (h *Tokens) Create(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	plan, msg := h.plan(r, p)
+	plan, msg := h.plan(r)
 	if msg == "" {
 		var err error
-		if msg, err = h.bound(r.Context(), p, &plan); err != nil {
+		if msg, err = h.grant(r.Context(), p, &plan); err != nil {
 			log.FromContext(r.Context()).Error(err, "read the creating key's balance")
 			msg = msgGenerateFailed
 		}
@@ -133,52 +125,57 @@ func (h *Tokens) Create(w http.ResponseWriter, r *http.Request, p *auth.Principa
 	})
 }
 
-// plan validates the body and converts credits to quota; a non-empty string
-// is the user-facing failure message.
-func (h *Tokens) plan(r *http.Request, p *auth.Principal) (tokenPlan, string) {
+// plan reads the body and converts credits to quota; a non-empty string is
+// the user-facing failure message. The rules are tokenspec.Plan's (grant).
+func (h *Tokens) plan(r *http.Request) (tokenPlan, string) {
 	var req createTokenRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxTokenBody))
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil {
 		return tokenPlan{}, msgInvalidBody
 	}
-	plan := tokenPlan{req: req}
-	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
-		return plan, msgNameRequired
+	plan := tokenPlan{req: tokenspec.Request{
+		ModelLimitsEnabled: req.ModelLimitsEnabled, Group: req.Group, CrossGroupRetry: req.CrossGroupRetry,
+		Unlimited: req.UnlimitedQuota,
+	}}
+	if req.Name != nil {
+		plan.req.Name = *req.Name
 	}
-	if utf8.RuneCountInString(*req.Name) > maxTokenNameLength {
-		return plan, msgNameTooLong
-	}
-	plan.name = *req.Name
 	if req.ExpiredTime != nil && *req.ExpiredTime != -1 {
-		if *req.ExpiredTime <= h.Clock.Now().Unix() {
-			return plan, msgExpiredInPast
-		}
-		t := metav1.NewTime(time.Unix(*req.ExpiredTime, 0))
-		plan.expires = &t
+		t := time.Unix(*req.ExpiredTime, 0)
+		plan.req.ExpiresAt = &t
 	}
 	var err error
-	if plan.quota, err = initialTokenQuota(req); err != nil {
+	if plan.req.Quota, err = initialTokenQuota(req); err != nil {
 		return plan, msgNegativeAmount
 	}
-	if plan.daily, err = creditsQuota(req.DailyCredits); err != nil {
+	if plan.req.Daily, err = creditsQuota(req.DailyCredits); err != nil {
 		return plan, msgNegativeAmount
 	}
-	if plan.monthly, err = creditsQuota(req.MonthlyCredits); err != nil {
+	if plan.req.Monthly, err = creditsQuota(req.MonthlyCredits); err != nil {
 		return plan, msgNegativeAmount
 	}
-	if req.Group != "" && req.Group != auth.AutoGroup && !tenantAllowsGroup(p.Tenant, req.Group) {
-		return plan, msgGroupNotAllowed
-	}
-	var names []string
 	for _, m := range strings.Split(req.ModelLimits, ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			plan.modelLimits = append(plan.modelLimits, v1.ModelID(m))
-			names = append(names, m)
+			plan.req.ModelLimits = append(plan.req.ModelLimits, v1.ModelID(m))
 		}
 	}
-	plan.modelLimitsCommaSeparated = strings.Join(names, ",")
 	return plan, ""
+}
+
+// refusals are the endpoint's messages for tokenspec.Plan's refusals.
+var refusals = map[tokenspec.Reason]string{
+	tokenspec.NameRequired:     msgNameRequired,
+	tokenspec.NameTooLong:      msgNameTooLong,
+	tokenspec.ExpiresInPast:    msgExpiredInPast,
+	tokenspec.NegativeAmount:   msgNegativeAmount,
+	tokenspec.GroupNotAllowed:  msgGroupNotAllowed,
+	tokenspec.ExceedsUnlimited: msgExceedsUnlimited,
+	tokenspec.ExceedsQuota:     msgExceedsQuota,
+	tokenspec.ExceedsDaily:     msgExceedsDaily,
+	tokenspec.ExceedsMonthly:   msgExceedsMonthly,
+	tokenspec.ExceedsExpiry:    msgExceedsExpiry,
+	tokenspec.ExceedsModels:    msgExceedsModels,
 }
 
 // initialTokenQuota applies the contract: remain_credits, when given,
@@ -203,80 +200,39 @@ func creditsQuota(n *json.Number) (billing.Quota, error) {
 	return billing.QuotaFromCreditsNumber(*n)
 }
 
-func tenantAllowsGroup(t *v1.Tenant, group string) bool {
-	if string(t.Spec.Group) == group || (t.Spec.Group == "" && group == v1.DefaultGroup) {
-		return true
-	}
-	for _, g := range t.Spec.AllowedGroups {
-		if string(g) == group {
-			return true
-		}
-	}
-	return false
-}
-
-// create writes the ApiToken, registers it in the ledger and renders the
-// response. A failed registration deletes the object again: no orphan.
+// create writes the ApiToken and registers it in the ledger
+// (tokenspec.Create, as the console does) and renders the response.
 func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tokenView, error) {
 	ctx := r.Context()
 	key, err := keys.NewAPIKey()
 	if err != nil {
 		return tokenView{}, err
 	}
-	quota := int64(plan.quota)
-	tok := &v1.ApiToken{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "token-", Namespace: p.Tenant.Namespace,
-			Labels:     map[string]string{"modelgate.io/created-by": "api"},
-			Finalizers: []string{v1.LedgerFinalizer}, // registered in the ledger below: disabled on deletion
-		},
-		Spec: v1.ApiTokenSpec{
-			DisplayName: plan.name, KeyHash: keys.Hash(key), KeyPrefix: keys.DisplayPrefix(key),
-			ExpiresAt: plan.expires, Quota: &quota, UnlimitedQuota: plan.req.UnlimitedQuota,
-			DailyQuota: int64(plan.daily), MonthlyQuota: int64(plan.monthly),
-			ModelLimitsEnabled: plan.req.ModelLimitsEnabled, Group: plan.req.Group,
-			CrossGroupRetry: plan.req.CrossGroupRetry,
-		},
-	}
-	if plan.req.ModelLimitsEnabled {
-		tok.Spec.ModelLimits = plan.modelLimits
-	}
-	if err := h.Writer.Create(ctx, tok); err != nil {
-		return tokenView{}, fmt.Errorf("create ApiToken: %w", err)
-	}
-	id, err := h.register(ctx, tok, p.UserID)
+	req := plan.req
+	tok := tokenspec.NewApiToken(req, p.Tenant.Namespace, key, map[string]string{"modelgate.io/created-by": "api"})
+	id, err := tokenspec.Create(ctx, h.Writer, h.Ledger, tok, p.UserID)
 	if err != nil {
-		if derr := h.Writer.Delete(ctx, tok); derr != nil {
-			err = errors.Join(err, fmt.Errorf("delete the unregistered ApiToken: %w", derr))
-		}
-		return tokenView{}, fmt.Errorf("register token: %w", err)
+		return tokenView{}, err
 	}
 	h.awaitCache(ctx, tok.Spec.KeyHash)
 	now := tok.CreationTimestamp.Unix()
 	expired := int64(-1)
-	if plan.expires != nil {
-		expired = plan.expires.Unix()
+	if req.ExpiresAt != nil {
+		expired = req.ExpiresAt.Unix()
+	}
+	names := make([]string, len(req.ModelLimits))
+	for i, m := range req.ModelLimits {
+		names[i] = string(m)
 	}
 	return tokenView{
-		ID: id, UserID: p.UserID, Key: strings.TrimPrefix(key, keys.APIKeyPrefix), Name: plan.name,
+		ID: id, UserID: p.UserID, Key: strings.TrimPrefix(key, keys.APIKeyPrefix), Name: req.Name,
 		Status: int32(v1.TokenEnabled), CreatedTime: now, AccessedTime: now, ExpiredTime: expired,
-		RemainQuota: quota, RemainCredits: number(plan.quota.Credits().String()),
-		UnlimitedQuota: plan.req.UnlimitedQuota, UsedQuota: 0, UsedCredits: number("0"),
-		DailyCredits: number(plan.daily.Credits().String()), MonthlyCredits: number(plan.monthly.Credits().String()),
-		ModelLimitsEnabled: plan.req.ModelLimitsEnabled, ModelLimits: plan.modelLimitsCommaSeparated,
-		Group: plan.req.Group, CrossGroupRetry: plan.req.CrossGroupRetry,
+		RemainQuota: int64(req.Quota), RemainCredits: number(req.Quota.Credits().String()),
+		UnlimitedQuota: req.Unlimited, UsedQuota: 0, UsedCredits: number("0"),
+		DailyCredits: number(req.Daily.Credits().String()), MonthlyCredits: number(req.Monthly.Credits().String()),
+		ModelLimitsEnabled: req.ModelLimitsEnabled, ModelLimits: strings.Join(names, ","),
+		Group: req.Group, CrossGroupRetry: req.CrossGroupRetry,
 	}, nil
-}
-
-// register enters the ApiToken just written in the ledger. The registration
-// is tokenspec.For's, as the controller's and the gateway authenticator's
-// are, so whichever of them reaches the ledger first the row starts the same.
-func (h *Tokens) register(ctx context.Context, tok *v1.ApiToken, userID int64) (int64, error) {
-	spec, err := tokenspec.For(tok, userID)
-	if err != nil {
-		return 0, err
-	}
-	return h.Ledger.EnsureToken(ctx, spec)
 }
 
 // awaitCache waits (briefly) until this gateway's informer cache holds the

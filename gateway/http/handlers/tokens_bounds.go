@@ -2,11 +2,10 @@ package handlers
 
 import (
 	"context"
-	"slices"
-	"strings"
 
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/tokenspec"
 )
 
 // Refusals of a key that asks for more than it has. Each names the field, in
@@ -20,73 +19,39 @@ const (
 	msgExceedsModels    = "新令牌的模型不能超出当前令牌的模型限制 (model_limits)"
 )
 
-// bound keeps a key created by another key within the creator's own limits,
-// so that no key can mint a stronger one (docs/api-choices.md, "Keys created
-// by keys"). A limit the request leaves at its default is inherited from the
-// creator; a limit it sets looser than the creator's is refused. Groups are
-// the tenant's to allow (plan checks them), not the creator's. The returned
+// grant applies tokenspec.Plan with the calling key as the creator, so that
+// no key can mint a stronger one (docs/api-choices.md, "Keys created by
+// keys"). Groups are the tenant's to allow, not the creator's. The returned
 // string is the user-facing refusal, empty when the plan fits.
-func (h *Tokens) bound(ctx context.Context, p *auth.Principal, plan *tokenPlan) (string, error) {
+func (h *Tokens) grant(ctx context.Context, p *auth.Principal, plan *tokenPlan) (string, error) {
 	parent := p.Token.Spec
-	if plan.req.UnlimitedQuota && !parent.UnlimitedQuota {
-		return msgExceedsUnlimited, nil
+	b := tokenspec.Bounds{Unlimited: parent.UnlimitedQuota, Daily: billing.Quota(parent.DailyQuota),
+		Monthly: billing.Quota(parent.MonthlyQuota), ModelLimitsEnabled: parent.ModelLimitsEnabled, ModelLimits: parent.ModelLimits}
+	if parent.ExpiresAt != nil {
+		e := parent.ExpiresAt.Time
+		b.ExpiresAt = &e
 	}
+	now := h.Clock.Now()
 	if !parent.UnlimitedQuota {
-		remain, err := h.tokenRemain(ctx, p)
-		if err != nil {
+		// A request refused whatever the balance is answered without
+		// reading the ledger.
+		loose := b
+		loose.Unlimited = false
+		loose.Remain = plan.req.Quota
+		if _, refused := tokenspec.Plan(plan.req, p.Tenant, loose, now); refused != "" {
+			return refusals[refused], nil
+		}
+		var err error
+		if b.Remain, err = h.tokenRemain(ctx, p); err != nil {
 			return "", err
 		}
-		if plan.quota > remain {
-			return msgExceedsQuota, nil
-		}
 	}
-	if msg := boundPeriod(&plan.daily, billing.Quota(parent.DailyQuota), msgExceedsDaily); msg != "" {
-		return msg, nil
+	req, refused := tokenspec.Plan(plan.req, p.Tenant, b, now)
+	if refused != "" {
+		return refusals[refused], nil
 	}
-	if msg := boundPeriod(&plan.monthly, billing.Quota(parent.MonthlyQuota), msgExceedsMonthly); msg != "" {
-		return msg, nil
-	}
-	if parent.ExpiresAt != nil {
-		switch {
-		case plan.expires == nil:
-			plan.expires = parent.ExpiresAt.DeepCopy()
-		case plan.expires.After(parent.ExpiresAt.Time):
-			return msgExceedsExpiry, nil
-		}
-	}
-	if parent.ModelLimitsEnabled {
-		if !plan.req.ModelLimitsEnabled {
-			plan.req.ModelLimitsEnabled = true
-			plan.modelLimits = slices.Clone(parent.ModelLimits)
-			names := make([]string, len(parent.ModelLimits))
-			for i, m := range parent.ModelLimits {
-				names[i] = string(m)
-			}
-			plan.modelLimitsCommaSeparated = strings.Join(names, ",")
-		}
-		for _, m := range plan.modelLimits {
-			if !slices.Contains(parent.ModelLimits, m) {
-				return msgExceedsModels, nil
-			}
-		}
-	}
+	plan.req = req
 	return "", nil
-}
-
-// boundPeriod applies a daily or monthly cap: zero means "no cap", so a
-// creator with a cap passes it on to a request without one.
-func boundPeriod(child *billing.Quota, parent billing.Quota, refusal string) string {
-	if parent == 0 {
-		return ""
-	}
-	if *child == 0 {
-		*child = parent
-		return ""
-	}
-	if *child > parent {
-		return refusal
-	}
-	return ""
 }
 
 // tokenRemain is the calling key's spendable quota: its ledger remainder
