@@ -1011,6 +1011,11 @@ func (in *PriceRuleSpec) DeepCopyInto(out *PriceRuleSpec) {
 		*out = new(Decimal)
 		**out = **in
 	}
+	if in.BatchRatio != nil {
+		in, out := &in.BatchRatio, &out.BatchRatio
+		*out = new(Decimal)
+		**out = **in
+	}
 	if in.PeakWindows != nil {
 		in, out := &in.PeakWindows, &out.PeakWindows
 		*out = make([]PeakWindow, len(*in))
