@@ -113,6 +113,13 @@ type PriceRuleSpec struct {
 	// +optional
 	GroupRatio *Decimal `json:"groupRatio,omitempty"`
 
+	// batchRatio multiplies the charge of a request run as a line of a
+	// Batch, on top of every other price of this rule (group ratio, peak
+	// window, minimum charge). Empty means 0.5, the discount OpenAI's and
+	// Anthropic's batch APIs give.
+	// +optional
+	BatchRatio *Decimal `json:"batchRatio,omitempty"`
+
 	// period names the pricing period shown as pricing_period, such as "peak-offpeak".
 	// +optional
 	// +kubebuilder:validation:MaxLength=64

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -63,6 +64,16 @@ func validTask() *v1.GenerationTask {
 			TaskID: "task_abc", Model: "demo-image", Type: v1.ModelTypeImage,
 			Profile: v1.ProfileSingleImage, Request: runtime.RawExtension{Raw: []byte(`{"prompt":"a cat"}`)},
 			TokenName: "demo", TokenID: 1, UserID: 1, RequestID: "req-1",
+		},
+	}
+}
+
+func validBatch() *v1.Batch {
+	return &v1.Batch{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "batch-"},
+		Spec: v1.BatchSpec{
+			BatchID: "batch_abc", Endpoint: "/v1/chat/completions", InputFileID: "file-abc",
+			TokenName: "demo", TokenID: 1, UserID: 1,
 		},
 	}
 }
@@ -275,6 +286,57 @@ var _ = Describe("CRD validation", func() {
 		Entry("no task ID", func(t *v1.GenerationTask) { t.Spec.TaskID = "" }, "spec.taskID"),
 		Entry("an unknown profile", func(t *v1.GenerationTask) { t.Spec.Profile = "poster" }, "spec.profile"),
 	)
+
+	DescribeTable("Batch",
+		func(mutate func(*v1.Batch), message string) {
+			b := validBatch()
+			mutate(b)
+			expect(b, message)
+		},
+		Entry("a valid batch", func(*v1.Batch) {}, ""),
+		Entry("an Anthropic batch", func(b *v1.Batch) { b.Spec.API, b.Spec.Endpoint = "anthropic", "/v1/messages" }, ""),
+		Entry("an unknown wire", func(b *v1.Batch) { b.Spec.API = "gemini" }, "spec.api"),
+		Entry("an endpoint that is not a text route", func(b *v1.Batch) { b.Spec.Endpoint = "/v1/images/generations" },
+			"spec.endpoint"),
+		Entry("no input file", func(b *v1.Batch) { b.Spec.InputFileID = "" }, "spec.inputFileID"),
+		Entry("no batch ID", func(b *v1.Batch) { b.Spec.BatchID = "" }, "spec.batchID"),
+		Entry("a negative concurrency", func(b *v1.Batch) { b.Spec.Concurrency = -1 }, "spec.concurrency"),
+		Entry("a concurrency above 64", func(b *v1.Batch) { b.Spec.Concurrency = 65 }, "spec.concurrency"),
+		Entry("17 metadata pairs", func(b *v1.Batch) {
+			b.Spec.Metadata = map[string]string{}
+			for i := range 17 {
+				b.Spec.Metadata[strings.Repeat("k", i+1)] = "v"
+			}
+		}, "spec.metadata"),
+	)
+
+	It("defaults a batch's wire, window and concurrency", func() {
+		b := validBatch()
+		b.Namespace = ns
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		Expect(b.Spec.API).To(Equal("openai"))
+		Expect(b.Spec.CompletionWindow.Duration).To(Equal(24 * time.Hour))
+		Expect(b.Spec.Concurrency).To(Equal(int32(4)))
+	})
+
+	It("keeps a batch's spec immutable and takes only known states", func() {
+		b := validBatch()
+		b.Namespace = ns
+		Expect(k8s.Create(ctx, b)).To(Succeed())
+		b.Spec.Concurrency = 8
+		err := k8s.Update(ctx, b)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec is immutable"))
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
+		b.Status.State = v1.BatchInProgress
+		b.Status.RequestCounts = v1.BatchRequestCounts{Total: 3, Completed: 1}
+		Expect(k8s.Status().Update(ctx, b)).To(Succeed())
+		b.Status.State = "paused"
+		err = k8s.Status().Update(ctx, b)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("status.state"))
+	})
 
 	It("defaults backend groups, priority and weight", func() {
 		r := validRoute()

@@ -111,6 +111,22 @@ func (r *Rule) chargeDecimal(u *Usage, at time.Time) (billing.Quota, error) {
 	return billing.QuotaFromUSD(total)
 }
 
+// BatchRatio is the rule's batch ratio: spec.batchRatio, or
+// DefaultBatchRatio when the rule sets none.
+func (r *Rule) BatchRatio() decimal.Decimal { return r.batch }
+
+// ChargeBatch is Charge for a request run as a line of a Batch: the exact
+// USD total of the request (minimum charge included) times the batch ratio,
+// converted to quota once, so that a line never costs more than the same
+// request sent alone and the rounding is that of one conversion.
+func (r *Rule) ChargeBatch(u Usage, at time.Time) (billing.Quota, error) {
+	total, _, _, err := r.evaluate(&u, at, nil)
+	if err != nil {
+		return 0, err
+	}
+	return billing.QuotaFromUSD(total.Mul(r.batch))
+}
+
 // Quote is Charge with the breakdown of how the amount was reached.
 func (r *Rule) Quote(u Usage, at time.Time) (Breakdown, error) {
 	b := Breakdown{

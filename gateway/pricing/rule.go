@@ -36,6 +36,10 @@ var (
 
 var one = decimal.NewFromInt(1)
 
+// DefaultBatchRatio is the batch price of a rule that sets no batchRatio:
+// half price, as OpenAI's Batches API and Anthropic's Message Batches charge.
+var DefaultBatchRatio = decimal.New(5, -1)
+
 // Rule is a compiled PriceRule: every decimal parsed, group ratio and peak
 // window prices applied in advance, the time zone loaded. A Rule is immutable
 // and safe for concurrent use; build it once per cache change, not per request.
@@ -52,6 +56,7 @@ type Rule struct {
 	group    string
 	loc      *time.Location
 	ratio    decimal.Decimal
+	batch    decimal.Decimal
 	base     priceSet
 	windows  []window
 	minimum  decimal.Decimal
@@ -267,6 +272,17 @@ func compileSpec(spec *v1.PriceRuleSpec) (*Rule, error) {
 	if spec.GroupRatio != nil {
 		if r.ratio, _, err = parseOpt("groupRatio", spec.GroupRatio); err != nil {
 			return nil, err
+		}
+	}
+	r.batch = DefaultBatchRatio
+	if spec.BatchRatio != nil {
+		if r.batch, _, err = parseOpt("batchRatio", spec.BatchRatio); err != nil {
+			return nil, err
+		}
+		// A batch line waits up to a day for its answer; it is never
+		// charged more than the same request sent alone.
+		if r.batch.Cmp(one) > 0 {
+			return nil, invalid("batchRatio must be at most 1")
 		}
 	}
 	if spec.MinimumChargeUSD != nil {
