@@ -123,7 +123,7 @@ func TestHelmTemplateDefaultValues(t *testing.T) {
 	g := NewWithT(t)
 	objs := helmTemplate(t)
 	g.Expect(kinds(objs)).To(And(
-		HaveKeyWithValue("CustomResourceDefinition", 5),
+		HaveKeyWithValue("CustomResourceDefinition", 6),
 		HaveKeyWithValue("Deployment", 2),
 		HaveKeyWithValue("ServiceAccount", 2),
 		HaveKeyWithValue("ClusterRole", 2),
@@ -191,7 +191,7 @@ func TestKustomizeDefault(t *testing.T) {
 	objs := kustomizeBuild(t, "config/default")
 	g := NewWithT(t)
 	g.Expect(kinds(objs)).To(And(
-		HaveKeyWithValue("CustomResourceDefinition", 5),
+		HaveKeyWithValue("CustomResourceDefinition", 6),
 		HaveKeyWithValue("Deployment", 2),
 		HaveKeyWithValue("PodDisruptionBudget", 2),
 	))
