@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/http/console"
@@ -202,22 +203,13 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	// handler opened.
 	breaker := routing.NewBreaker(o.Clock)
 	router := &routing.Router{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace, Index: routes, Breaker: breaker}
-	deps := &handlers.Deps{
-		Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(), Ledger: ledger, Clock: o.Clock,
-		Auth:          authn,
-		Router:        router,
-		Breaker:       breaker,
-		Limiter:       limiter(ledger, o),
-		Leaser:        leaser,
-		UsageLog:      usageSink(usage, o.WrapUsageSink),
-		Prices:        prices.Table,
-		RecheckPrices: prices.Recheck,
-		Upstreams:     upstreams,
-		Credentials:   credentials(secrets, mgr.GetClient()),
-		Blobs:         blobs,
-		SubmitWait:    o.SubmitWait,
-		ImageProbe:    imageProbe(blobs, guard, o.NoImageProbe),
-	}
+	lim := limiter(ledger, o)
+	// One Admitter for every admitted endpoint: routes, limits and prices
+	// (looked up once more in a rebuilt table when a fresh price is missing).
+	admitter := &admission.Admitter{Routes: router, Limits: lim, Clock: o.Clock,
+		Prices: handlers.PriceSelector{Prices: prices.Table, Recheck: prices.Recheck}.Select}
+	sink := usageSink(usage, o.WrapUsageSink)
+	creds := credentials(secrets, mgr.GetClient())
 	pricingHandler := &handlers.Pricing{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace}
 	handlers.Register(srv, handlers.Handlers{
 		Auth:      authn,
@@ -228,7 +220,15 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		Usage:     &handlers.Usage{Ledger: ledger, Auth: authn, Clock: o.Clock},
 		Responses: &handlers.StoredResponses{Ledger: ledger},
 		Uploads:   &handlers.Uploads{Blobs: blobs, Ledger: ledger, Clock: o.Clock, UploadTTL: o.UploadTTL},
-		Deps:      deps,
+		Text: &handlers.TextDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Limiter: lim, Leaser: leaser,
+			UsageLog: sink, Prices: prices.Table, Upstreams: upstreams, Credentials: creds, Ledger: ledger},
+		CountTokens: &handlers.CountTokensDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker,
+			Upstreams: upstreams, Credentials: creds},
+		Embeddings: &handlers.EmbeddingsDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Leaser: leaser,
+			UsageLog: sink, Prices: prices.Table, Upstreams: upstreams, Credentials: creds},
+		Media: &handlers.MediaDeps{Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
+			Ledger: ledger, Clock: o.Clock, Router: router, Admitter: admitter, Blobs: blobs,
+			SubmitWait: o.SubmitWait, ImageProbe: imageProbe(blobs, guard, o.NoImageProbe)},
 	})
 	if !o.NoConsole {
 		key, err := ConsoleSessionKey(o)

@@ -36,6 +36,13 @@ type CountTokens struct {
 	t *Text
 }
 
+// newCountTokens runs the count on the messages pipeline with only what a
+// count uses.
+func newCountTokens(d *CountTokensDeps) *CountTokens {
+	return &CountTokens{&Text{&TextDeps{Clock: d.Clock, Admitter: d.Admitter, Breaker: d.Breaker,
+		Upstreams: d.Upstreams, Credentials: d.Credentials}, messagesProtocol()}}
+}
+
 func (c *CountTokens) authFail(w http.ResponseWriter, status int, message string) {
 	c.t.authFail(w, status, message)
 }

@@ -79,8 +79,6 @@ func (refuseRequests) TokensAvailable(ratelimit.Key, int64) (bool, time.Duration
 
 type countFixture struct {
 	mux    *http.ServeMux
-	leaser *fakeLeaser
-	sink   *fakeSink
 	priced int
 }
 
@@ -96,8 +94,8 @@ func newCountFixture(t *testing.T, limits admission.Limits, providers map[string
 		entries = append(entries, upstream.Entry{Name: name, Adapter: providers[name]})
 	}
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	f := &countFixture{mux: http.NewServeMux(), leaser: &fakeLeaser{balance: 1_000_000}, sink: &fakeSink{}}
-	d := &Deps{
+	f := &countFixture{mux: http.NewServeMux()}
+	d := &CountTokensDeps{
 		Clock:   clock,
 		Breaker: routing.NewBreaker(clock),
 		Admitter: &admission.Admitter{Routes: everyBackend{route}, Limits: limits, Clock: clock,
@@ -105,11 +103,9 @@ func newCountFixture(t *testing.T, limits admission.Limits, providers map[string
 				f.priced++
 				return nil, pricing.ErrNoPrice
 			}},
-		Leaser:    f.leaser,
-		UsageLog:  f.sink,
 		Upstreams: upstream.NewRegistry(entries...),
 	}
-	count := &CountTokens{&Text{d, messagesProtocol()}}
+	count := newCountTokens(d)
 	f.mux.Handle("POST "+countTokensPath, instrument(countTokensEndpoint, "count_tokens", textIDHeaders,
 		authenticated(keyTable{"sk-good": testPrincipal()}, true, count.authFail, count.serveHTTP)))
 	return f
@@ -128,9 +124,9 @@ func (f *countFixture) post(target, body string) *httptest.ResponseRecorder {
 const countBody = `{"model":"claude","messages":[{"role":"user","content":"hello"}],"thinking":{"type":"enabled","budget_tokens":2048}}`
 
 func (f *countFixture) expectNothingBilled(g Gomega) {
+	// CountTokensDeps has no leaser nor usage sink: a count cannot reserve
+	// or record; its price rule is the one thing it could still look up.
 	g.Expect(f.priced).To(BeZero(), "a count is never priced")
-	g.Expect(f.leaser.reserved).To(BeEmpty(), "nor reserved")
-	g.Expect(f.sink.rows).To(BeEmpty(), "nor recorded")
 }
 
 func TestCountTokensWalksThePlanToACounter(t *testing.T) {

@@ -160,7 +160,13 @@ type Embeddings struct {
 	t *Text
 }
 
-func newEmbeddings(d *Deps) *Embeddings { return &Embeddings{t: &Text{d, chatProtocol()}} }
+// newEmbeddings runs the embeddings endpoint on the chat completions
+// pipeline (its error shape, refusals, retries and settlement) with only
+// what embeddings use.
+func newEmbeddings(d *EmbeddingsDeps) *Embeddings {
+	return &Embeddings{t: &Text{&TextDeps{Clock: d.Clock, Admitter: d.Admitter, Breaker: d.Breaker, Leaser: d.Leaser,
+		UsageLog: d.UsageLog, Prices: d.Prices, Upstreams: d.Upstreams, Credentials: d.Credentials}, chatProtocol()}}
+}
 
 func (e *Embeddings) authFail(w http.ResponseWriter, status int, message string) {
 	e.t.authFail(w, status, message)

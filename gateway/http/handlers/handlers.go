@@ -28,42 +28,70 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream/credential"
 )
 
-// Deps are what the text, count-tokens, embeddings and media handlers
-// need.
-type Deps struct {
+// TextDeps are what the text endpoints (messages, chat completions,
+// responses) use.
+type TextDeps struct {
+	Clock clock.PassiveClock
+	// Admitter routes, rate-limits, prices and reserves a request.
+	Admitter *admission.Admitter
+	// Breaker records each backend attempt's outcome; the router skips the
+	// backends whose circuit it opened.
+	Breaker Breaker
+	// Limiter is charged the tokens an answer used.
+	Limiter Limits
+	// Leaser reserves and settles quota from this replica's leases.
+	Leaser QuotaLeaser
+	// UsageLog makes usage rows durable by group commit.
+	UsageLog UsageSink
+	// Prices returns the current price table (rebuilt on PriceRule changes).
+	Prices func() *pricing.Table
+	// Upstreams are the compiled-in adapters (builtin.Registry, built once
+	// per process by the composition root).
+	Upstreams *upstream.Registry
+	// Credentials reads an upstream credential (a Secret key of a route's
+	// namespace).
+	Credentials credential.Source
+	// Ledger stores the responses' conversation state.
+	Ledger Ledger
+}
+
+// CountTokensDeps are what the count-tokens endpoint uses: it admits and
+// routes like the messages endpoint but neither reserves nor bills.
+type CountTokensDeps struct {
+	Clock       clock.PassiveClock
+	Admitter    *admission.Admitter
+	Breaker     Breaker
+	Upstreams   *upstream.Registry
+	Credentials credential.Source
+}
+
+// EmbeddingsDeps are what the embeddings endpoint uses.
+type EmbeddingsDeps struct {
+	Clock       clock.PassiveClock
+	Admitter    *admission.Admitter
+	Breaker     Breaker
+	Leaser      QuotaLeaser
+	UsageLog    UsageSink
+	Prices      func() *pricing.Table
+	Upstreams   *upstream.Registry
+	Credentials credential.Source
+}
+
+// MediaDeps are what the image and video task endpoints use.
+type MediaDeps struct {
 	// Cache reads Kubernetes objects from the informer cache.
 	Cache client.Reader
-	// Writer creates objects (ApiTokens, GenerationTasks) on the API server.
+	// Writer creates GenerationTasks on the API server.
 	Writer client.Writer
 	// API reads from the API server, past the cache: a task created a
 	// moment ago is answered before the cache or the archive has it (nil:
 	// the cache and the archive only).
 	API    client.Reader
 	Ledger Ledger
-	Auth   Authenticator
 	Clock  clock.PassiveClock
-
-	Router  Routes
-	Breaker Breaker
-	Limiter Limits
-	// Admitter admits text and media requests; Register makes it from
-	// Router, Limiter, the prices and Clock when it is nil.
+	Router Routes
+	// Admitter admits the submissions.
 	Admitter *admission.Admitter
-	// Leaser reserves quota from this replica's leases.
-	Leaser QuotaLeaser
-	// UsageLog makes usage rows durable by group commit.
-	UsageLog UsageSink
-	// Prices returns the current price table (rebuilt on PriceRule changes).
-	Prices func() *pricing.Table
-	// RecheckPrices, when set, rebuilds the table from the cache now
-	// (rate-limited) and returns it. A model found without a price is
-	// looked up once more in it: the informer's event that marks the table
-	// stale can trail the cache update that published the price.
-	RecheckPrices func() *pricing.Table
-	// Upstreams are the compiled-in adapters (builtin.Registry, built once per process by the composition root).
-	Upstreams *upstream.Registry
-	// Credentials reads an upstream credential (a Secret key of a route's namespace).
-	Credentials credential.Source
 	// Blobs stores uploads and generated assets.
 	Blobs *blob.Store
 	// SubmitWait bounds how long an image or video submission waits for
@@ -73,6 +101,28 @@ type Deps struct {
 	// ImageProbe checks remote reference images of the multi-image family;
 	// nil skips those remote checks.
 	ImageProbe media.ImageProbe
+}
+
+// PriceSelector selects a model's price rule from the current table,
+// looking once more in a freshly rebuilt one when the current table has
+// none: the informer's event that marks the table stale can trail the
+// cache update that published the price. The composition root builds the
+// Admitter with its Select.
+type PriceSelector struct {
+	// Prices returns the current price table.
+	Prices func() *pricing.Table
+	// Recheck, when set, rebuilds the table from the cache now
+	// (rate-limited) and returns it.
+	Recheck func() *pricing.Table
+}
+
+// Select is an admission.Prices.
+func (s PriceSelector) Select(namespace, model, group string, f pricing.Facts) (*pricing.Rule, error) {
+	rule, err := s.Prices().Select(namespace, model, group, f)
+	if errors.Is(err, pricing.ErrNoPrice) && s.Recheck != nil {
+		rule, err = s.Recheck().Select(namespace, model, group, f)
+	}
+	return rule, err
 }
 
 // UsageSink takes usage rows (the gateway's is the usagelog.Writer).
@@ -97,24 +147,22 @@ type Mux interface {
 // it reads; the composition root (gateway/wire) builds them.
 type Handlers struct {
 	// Auth resolves the API keys of every authenticated endpoint.
-	Auth      Authenticator
-	Tokens    *Tokens
-	Balance   *Balance
-	Models    *Models
-	Pricing   *Pricing
-	Usage     *Usage
-	Responses *StoredResponses
-	Uploads   *Uploads
-	// Deps serve the text, count-tokens, embeddings and media endpoints.
-	Deps *Deps
+	Auth        Authenticator
+	Tokens      *Tokens
+	Balance     *Balance
+	Models      *Models
+	Pricing     *Pricing
+	Usage       *Usage
+	Responses   *StoredResponses
+	Uploads     *Uploads
+	Text        *TextDeps
+	CountTokens *CountTokensDeps
+	Embeddings  *EmbeddingsDeps
+	Media       *MediaDeps
 }
 
 // Register mounts every endpoint group.
 func Register(mux Mux, h Handlers) {
-	d := h.Deps
-	if d.Admitter == nil {
-		d.Admitter = &admission.Admitter{Routes: d.Router, Limits: d.Limiter, Prices: d.selectPrice, Clock: d.Clock}
-	}
 	keys := h.Auth
 	mux.Handle("POST /v1/tokens", authenticated(keys, false, simpleFail, h.Tokens.Create))
 
@@ -124,15 +172,15 @@ func Register(mux Mux, h Handlers) {
 	}
 	mux.Handle("GET /v1/balance", authenticated(keys, false, simpleFail, h.Balance.Token))
 
-	for _, t := range []*Text{{d, messagesProtocol()}, {d, chatProtocol()}, {d, responsesProtocol()}} {
+	for _, t := range []*Text{{h.Text, messagesProtocol()}, {h.Text, chatProtocol()}, {h.Text, responsesProtocol()}} {
 		mux.Handle("POST "+t.p.path, instrument(string(t.p.endpoint), telemetry.OperationChat, textIDHeaders,
 			authenticated(keys, t.p.allowXAPIKey, t.authFail, t.serveHTTP)))
 	}
-	count := &CountTokens{&Text{d, messagesProtocol()}}
+	count := newCountTokens(h.CountTokens)
 	mux.Handle("POST "+countTokensPath, instrument(countTokensEndpoint, telemetry.OperationCountTokens, textIDHeaders,
 		authenticated(keys, true, count.authFail, count.serveHTTP)))
 
-	emb := newEmbeddings(d)
+	emb := newEmbeddings(h.Embeddings)
 	mux.Handle("POST "+embeddingsPath, instrument(string(v1.EndpointEmbeddings), telemetry.OperationEmbeddings, textIDHeaders,
 		authenticated(keys, false, emb.authFail, emb.serveHTTP)))
 
@@ -147,7 +195,7 @@ func Register(mux Mux, h Handlers) {
 
 	registerResponses(mux, keys, h.Responses)
 
-	registerMedia(mux, d)
+	registerMedia(mux, keys, h.Media)
 
 	registerUploads(mux, keys, h.Uploads)
 
@@ -170,16 +218,6 @@ var textIDHeaders = []string{"request-id", "x-request-id"}
 // simpleFail answers an authentication failure as {success:false, message}
 // (balance, tokens, uploads).
 func simpleFail(w http.ResponseWriter, status int, message string) { apierr.Simple(w, status, message) }
-
-// selectPrice selects the rule pricing model for a group, looking once more
-// in a freshly rebuilt table when the current one has none (RecheckPrices).
-func (d *Deps) selectPrice(namespace, model, group string, f pricing.Facts) (*pricing.Rule, error) {
-	rule, err := d.Prices().Select(namespace, model, group, f)
-	if errors.Is(err, pricing.ErrNoPrice) && d.RecheckPrices != nil {
-		rule, err = d.RecheckPrices().Select(namespace, model, group, f)
-	}
-	return rule, err
-}
 
 // storedDuration reads a stored audio or video file's duration from its
 // container headers (the upload check and the submission's 15-second

@@ -63,12 +63,12 @@ const (
 // Media serves one generation family endpoint group (images or videos):
 // submission, single query and batch query.
 type Media struct {
-	*Deps
+	*MediaDeps
 	typ v1.ModelType
 }
 
 // registerMedia mounts the image and video task endpoints.
-func registerMedia(mux Mux, d *Deps) {
+func registerMedia(mux Mux, keys Authenticator, d *MediaDeps) {
 	for _, m := range []*Media{{d, v1.ModelTypeImage}, {d, v1.ModelTypeVideo}} {
 		base := "/v1/" + string(m.typ) + "s/generations"
 		endpoint := string(v1.EndpointImageGeneration)
@@ -76,9 +76,9 @@ func registerMedia(mux Mux, d *Deps) {
 			endpoint = string(v1.EndpointVideoGeneration)
 		}
 		mux.Handle("POST "+base, instrument(endpoint, telemetry.OperationGenerateContent, mediaIDHeaders,
-			authenticated(d.Auth, false, m.authFail, m.Submit)))
-		mux.Handle("GET "+base, authenticated(d.Auth, false, m.authFail, m.Batch))
-		mux.Handle("GET "+base+"/{task_id}", authenticated(d.Auth, false, m.authFail, m.Get))
+			authenticated(keys, false, m.authFail, m.Submit)))
+		mux.Handle("GET "+base, authenticated(keys, false, m.authFail, m.Batch))
+		mux.Handle("GET "+base+"/{task_id}", authenticated(keys, false, m.authFail, m.Get))
 	}
 }
 

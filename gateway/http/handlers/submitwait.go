@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultSubmitWait bounds how long a submission waits for the controller's
-// first upstream submission of the task it created (Deps.SubmitWait,
+// first upstream submission of the task it created (MediaDeps.SubmitWait,
 // --submit-wait), so that an upstream's synchronous policy refusal reaches
 // the client as a 422 instead of a failed task.
 const DefaultSubmitWait = 3 * time.Second
@@ -23,7 +23,7 @@ const codeContentPolicy = "content_policy_violation"
 // submitWaitPoll is how often the informer cache is read while waiting.
 const submitWaitPoll = 20 * time.Millisecond
 
-func (d *Deps) submitWait() time.Duration {
+func (d *MediaDeps) submitWait() time.Duration {
 	if d.SubmitWait != 0 {
 		return max(d.SubmitWait, 0)
 	}

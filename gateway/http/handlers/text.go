@@ -64,7 +64,7 @@ type textProtocol struct {
 // call upstream (retrying other backends before any byte was sent), stream
 // or write the answer, settle and record usage.
 type Text struct {
-	*Deps
+	*TextDeps
 	p textProtocol
 }
 

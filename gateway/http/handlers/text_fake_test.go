@@ -111,7 +111,7 @@ type durableFunc func(context.Context) error
 func (f durableFunc) Wait(ctx context.Context) error { return f(ctx) }
 
 type textFixture struct {
-	deps   *Deps
+	deps   *TextDeps
 	leaser *fakeLeaser
 	sink   *fakeSink
 	mux    *http.ServeMux
@@ -131,7 +131,7 @@ func newTextFixture(t *testing.T) *textFixture {
 	}
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 	f := &textFixture{leaser: &fakeLeaser{balance: 1_000_000}, sink: &fakeSink{}, mux: http.NewServeMux()}
-	d := &Deps{
+	d := &TextDeps{
 		Clock:   clock,
 		Breaker: routing.NewBreaker(clock),
 		Admitter: &admission.Admitter{Routes: oneRoute{route}, Limits: noLimits{}, Clock: clock,

@@ -43,7 +43,7 @@ func TestDocumentIsValidOpenAPI31(t *testing.T) {
 func TestEveryRouteIsDocumented(t *testing.T) {
 	g := NewWithT(t)
 	srv := server.New(server.Options{})
-	handlers.Register(srv, handlers.Handlers{Deps: &handlers.Deps{}})
+	handlers.Register(srv, handlers.Handlers{CountTokens: &handlers.CountTokensDeps{}, Embeddings: &handlers.EmbeddingsDeps{}})
 	console.Register(srv, console.Deps{SessionKey: []byte("0123456789abcdef0123456789abcdef")})
 	srv.Handle("GET "+blob.FilesPath, http.NotFoundHandler())
 	var served []string
@@ -74,7 +74,7 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 func TestServedAsJSONWithETag(t *testing.T) {
 	g := NewWithT(t)
 	mux := http.NewServeMux()
-	handlers.Register(mux, handlers.Handlers{Deps: &handlers.Deps{}})
+	handlers.Register(mux, handlers.Handlers{CountTokens: &handlers.CountTokensDeps{}, Embeddings: &handlers.EmbeddingsDeps{}})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c, err := apicheck.Load()
