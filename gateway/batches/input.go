@@ -49,7 +49,7 @@ func (e *InputError) Error() string {
 }
 
 type inputLine struct {
-	CustomID *string        `json:"custom_id"`
+	CustomID *string         `json:"custom_id"`
 	Method   string          `json:"method"`
 	URL      string          `json:"url"`
 	Body     json.RawMessage `json:"body"`
