@@ -97,60 +97,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	taskID := completedImageTask(t, stack, acct.Key)
 
-	dir := artifactsDir(t)
-	bctx, cancel := chromedp.NewContext(ctx, chromedp.WithAllocatorOptions(
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 900)))
-	defer cancel()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelTimeout()
-	// Start the browser and its tab on bctx itself: a step's shorter
-	// deadline must not be the browser's.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", browser, err)
-	}
-
-	shot := func(name string) {
-		t.Helper()
-		buf, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(dir, name+".png")
-		if err := os.WriteFile(path, buf, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s", path)
-	}
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			if buf, serr := chromedp.Run(bctx, chromedp.FullScreenshot(100)); serr == nil {
-				_ = os.WriteFile(filepath.Join(dir, "failure.png"), buf, 0o644)
-			}
-			loc, _ := chromedp.Run(bctx, chromedp.Location())
-			html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("body")))
-			t.Fatalf("%s: %v (at %s)\n%s", what, err, loc, html)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
-	location := func() string {
-		t.Helper()
-		l, err := chromedp.Run(bctx, chromedp.Location())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	p := openPage(t, ctx, browser, 2*time.Minute)
+	bctx, shot, step, text := p.ctx, p.shot, p.step, p.text
+	location := p.location
 
 	base := stack.BaseURL
 	step("open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#access_token")))

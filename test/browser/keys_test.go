@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,44 +90,8 @@ func TestKeysInBrowser(t *testing.T) {
 		}
 	}
 
-	dir := artifactsDir(t)
-	bctx, cancel := chromedp.NewContext(ctx, chromedp.WithAllocatorOptions(
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1280, 900)))
-	defer cancel()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancelTimeout()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", browser, err)
-	}
-	shot := func(name string) {
-		t.Helper()
-		buf, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			loc, _ := chromedp.Run(bctx, chromedp.Location())
-			html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("body")))
-			t.Fatalf("%s: %v (at %s)\n%s", what, err, loc, html)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	p := openPage(t, ctx, browser, 3*time.Minute)
+	bctx, shot, step, text := p.ctx, p.shot, p.step, p.text
 	// post submits a form built in the page (the page's CSP allows no
 	// fetch, and a form is what a forged page would send) and answers the
 	// status of the page that answers it.
