@@ -3,6 +3,8 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -87,6 +89,11 @@ type EgressOptions struct {
 	// WrapAPI, when set, wraps the API transport (trace context per
 	// upstream attempt).
 	WrapAPI func(http.RoundTripper) http.RoundTripper
+	// RootCAs, when set, replaces the system roots the API transport
+	// verifies upstream certificates with: tests trust their fake
+	// upstreams' certificate this way, so they run the production path
+	// (HTTPS, HTTP/2) with verification on. nil: the system roots.
+	RootCAs *x509.CertPool
 }
 
 // DownloadsOr is e.Downloads, or a client that dials public addresses only
@@ -100,7 +107,11 @@ func (e Egress) DownloadsOr() *http.Client {
 
 // NewEgress builds a process's outbound clients.
 func NewEgress(o EgressOptions) Egress {
-	var api http.RoundTripper = NewTransport(o.ResponseHeaderTimeout)
+	t := NewTransport(o.ResponseHeaderTimeout)
+	if o.RootCAs != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12}
+	}
+	var api http.RoundTripper = t
 	if o.WrapAPI != nil {
 		api = o.WrapAPI(api)
 	}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"time"
@@ -69,6 +70,9 @@ type SystemOptions struct {
 	// response headers (--upstream-response-header-timeout); zero or less:
 	// no bound.
 	UpstreamResponseHeaderTimeout time.Duration
+	// UpstreamRootCAs, when set, are the roots upstream certificates are
+	// verified against instead of the system's (tests: their fakes' CA).
+	UpstreamRootCAs *x509.CertPool
 }
 
 // System is modelgate assembled on one controller-runtime manager.
@@ -131,7 +135,7 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 	// Each upstream attempt carries its trace context (telemetry.Transport):
 	// off, the wrapper costs one atomic load per request.
 	s.Egress = upstream.NewEgress(upstream.EgressOptions{ResponseHeaderTimeout: o.UpstreamResponseHeaderTimeout,
-		Guard: o.Guard, WrapAPI: telemetry.Transport})
+		Guard: o.Guard, WrapAPI: telemetry.Transport, RootCAs: o.UpstreamRootCAs})
 	s.Upstreams = builtin.Registry(s.Egress)
 	if err := s.openBlobs(o); err != nil {
 		return nil, err

@@ -224,7 +224,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 			UsageLog: sink, Prices: prices.Table, Upstreams: upstreams, Credentials: creds, Ledger: ledger},
 		CountTokens: &handlers.CountTokensDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker,
 			Upstreams: upstreams, Credentials: creds},
-		Embeddings: &handlers.EmbeddingsDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Leaser: leaser,
+		Embeddings: &handlers.EmbeddingsDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Limiter: lim, Leaser: leaser,
 			UsageLog: sink, Prices: prices.Table, Upstreams: upstreams, Credentials: creds},
 		Media: &handlers.MediaDeps{Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
 			Ledger: ledger, Clock: o.Clock, Router: router, Admitter: admitter, Blobs: blobs,

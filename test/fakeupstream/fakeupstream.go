@@ -16,6 +16,7 @@ package fakeupstream
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -127,6 +128,10 @@ type Request struct {
 	// Rejected is set when the server answered with an error of its own
 	// (authentication or validation), not from the script.
 	Rejected bool
+	// ProtoMajor is the request's HTTP major version (2: HTTP/2).
+	ProtoMajor int
+	// TLS is set when the request came over TLS.
+	TLS bool
 }
 
 // JSON decodes the body into a generic map (nil if it is not an object).
@@ -214,11 +219,36 @@ func NewAnthropic() *Server { return newServer(kindAnthropic) }
 // POST /v1/responses). It requires Authorization: Bearer Key().
 func NewOpenAI() *Server { return newServer(kindOpenAI) }
 
+// NewOpenAITLS starts the OpenAI fake over HTTPS offering HTTP/2 (and
+// HTTP/1.1), as the real API is served, with net/http/httptest's
+// certificate for 127.0.0.1; a gateway trusts it through RootCAs.
+func NewOpenAITLS() *Server { return newServerTLS(kindOpenAI) }
+
 func newServer(k kind) *Server {
 	s := &Server{kind: k, key: DefaultKey, stop: make(chan struct{}),
 		def: Reply{Text: "Hello from the fake upstream."}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+func newServerTLS(k kind) *Server {
+	s := &Server{kind: k, key: DefaultKey, stop: make(chan struct{}),
+		def: Reply{Text: "Hello from the fake upstream."}}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	return s
+}
+
+// RootCAs is a pool holding the certificate every TLS fake serves
+// (net/http/httptest's, the same for each server): what a gateway under
+// test verifies its fake upstreams with.
+func RootCAs() *x509.CertPool {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(ts.Certificate())
+	return pool
 }
 
 // Close releases hanging requests and shuts the server down.
@@ -287,7 +317,8 @@ func cloneRequests(mu *sync.Mutex, log *[]Request) []Request {
 	defer mu.Unlock()
 	out := make([]Request, len(*log))
 	for i, r := range *log {
-		out[i] = Request{Method: r.Method, Path: r.Path, Query: r.Query, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected}
+		out[i] = Request{Method: r.Method, Path: r.Path, Query: r.Query, Header: r.Header.Clone(), Body: bytes.Clone(r.Body), Rejected: r.Rejected,
+			ProtoMajor: r.ProtoMajor, TLS: r.TLS}
 	}
 	return out
 }
@@ -327,7 +358,8 @@ func RefusedURL() string {
 func (s *Server) record(r *http.Request, body []byte) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
+	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body,
+		ProtoMajor: r.ProtoMajor, TLS: r.TLS != nil})
 	return len(s.reqs) - 1
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 	"github.com/modelgate/modelgate/gateway/wire"
+	"github.com/modelgate/modelgate/test/fakeupstream"
 )
 
 // SystemNamespace is the stack's namespace of platform routes and prices.
@@ -131,6 +132,9 @@ func (s *Stack) start(o StackOptions) error {
 		Config: s.Config, Ledger: s.Ledger, SystemNamespace: SystemNamespace, QPS: o.ManagerQPS,
 		Controllers: &controllers.Options{SyncPeriod: sync},
 		Gateway:     &gwOpts, Guard: s.Guard, UpstreamResponseHeaderTimeout: upstream.DefaultResponseHeaderTimeout,
+		// The TLS fakes serve httptest's certificate: trusted here, never by
+		// skipping verification.
+		UpstreamRootCAs: fakeupstream.RootCAs(),
 	})
 	if err != nil {
 		return err

@@ -164,7 +164,7 @@ type Embeddings struct {
 // pipeline (its error shape, refusals, retries and settlement) with only
 // what embeddings use.
 func newEmbeddings(d *EmbeddingsDeps) *Embeddings {
-	return &Embeddings{t: &Text{&TextDeps{Clock: d.Clock, Admitter: d.Admitter, Breaker: d.Breaker, Leaser: d.Leaser,
+	return &Embeddings{t: &Text{&TextDeps{Clock: d.Clock, Admitter: d.Admitter, Breaker: d.Breaker, Limiter: d.Limiter, Leaser: d.Leaser,
 		UsageLog: d.UsageLog, Prices: d.Prices, Upstreams: d.Upstreams, Credentials: d.Credentials}, chatProtocol()}}
 }
 

@@ -67,9 +67,11 @@ type CountTokensDeps struct {
 
 // EmbeddingsDeps are what the embeddings endpoint uses.
 type EmbeddingsDeps struct {
-	Clock       clock.PassiveClock
-	Admitter    *admission.Admitter
-	Breaker     Breaker
+	Clock    clock.PassiveClock
+	Admitter *admission.Admitter
+	Breaker  Breaker
+	// Limiter is charged the input tokens a settled request used.
+	Limiter     Limits
 	Leaser      QuotaLeaser
 	UsageLog    UsageSink
 	Prices      func() *pricing.Table
