@@ -54,14 +54,7 @@ func artifactsDir(t *testing.T) string {
 }
 
 func TestConsoleInBrowser(t *testing.T) {
-	browser := findBrowser()
-	if browser == "" {
-		msg := "no Chromium or Chrome found (install the Debian package chromium, or set CHROME_PATH)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true: " + msg)
-		}
-		t.Skip("SKIPPING the console browser test: " + msg)
-	}
+	browser := requireBrowser(t)
 	stack := browserStack(t)
 	ctx := context.Background()
 	acct, err := stack.NewAccount(ctx, v1.TenantSpec{DisplayName: "Browser Tenant",

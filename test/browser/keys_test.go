@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,14 +55,7 @@ func within(t *testing.T, what string, cond func() bool) {
 // changed, a form without its CSRF token is refused; then the audit page
 // and the usage export.
 func TestKeysInBrowser(t *testing.T) {
-	browser := findBrowser()
-	if browser == "" {
-		msg := "no Chromium or Chrome found (install the Debian package chromium, or set CHROME_PATH)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true: " + msg)
-		}
-		t.Skip("SKIPPING the keys browser test: " + msg)
-	}
+	browser := requireBrowser(t)
 	stack := browserStack(t)
 	ctx := context.Background()
 	acct, err := stack.NewAccount(ctx, v1.TenantSpec{DisplayName: "Keys Tenant",

@@ -81,3 +81,18 @@ func (p *page) location() string {
 	}
 	return l
 }
+
+// requireBrowser finds Chromium or Chrome; without one the test fails
+// under CI=true and skips loudly elsewhere.
+func requireBrowser(t *testing.T) string {
+	t.Helper()
+	browser := findBrowser()
+	if browser == "" {
+		msg := "no Chromium or Chrome found (install the Debian package chromium, or set CHROME_PATH)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true: " + msg)
+		}
+		t.Skip("SKIPPING the browser test " + t.Name() + ": " + msg)
+	}
+	return browser
+}
