@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -138,6 +139,10 @@ type egressFlags struct {
 	// the wait for an upstream's response headers, whatever the backend's
 	// own timeout (which ends a call earlier).
 	headerTimeout time.Duration
+	// rootCAs take --upstream-ca-file: the system roots plus a PEM bundle,
+	// for upstreams behind a private CA (an in-cluster model server); nil:
+	// the system roots alone.
+	rootCAs *x509.CertPool
 }
 
 // register adds the egress flags to fs. MODELGATE_ALLOW_PRIVATE_NETWORKS
@@ -152,6 +157,11 @@ func (e *egressFlags) register(fs *flag.FlagSet) {
 	}
 	fs.Func("allow-private-networks", "comma-separated CIDRs or addresses that webhook, reference-image and download URLs may reach although not public, e.g. 127.0.0.1/32 for local receivers (env MODELGATE_ALLOW_PRIVATE_NETWORKS); default none",
 		e.guard.AllowList)
+	fs.Func("upstream-ca-file", "PEM file of CA certificates that upstream certificates may also chain to, besides the system roots (upstreams behind a private CA); verification stays on",
+		func(path string) (err error) {
+			e.rootCAs, err = rootsWith(path)
+			return err
+		})
 	fs.Func("upstream-response-header-timeout", fmt.Sprintf("longest wait for an upstream's response headers once the request is written, for every upstream call (a non-streamed answer's headers come with its whole body); a backend's timeoutSeconds ends a call earlier; 0 means no bound (default %s)", upstream.DefaultResponseHeaderTimeout),
 		func(v string) error {
 			d, err := time.ParseDuration(v)
@@ -165,8 +175,27 @@ func (e *egressFlags) register(fs *flag.FlagSet) {
 
 // options are the egress fields of wire.SystemOptions.
 func (e *egressFlags) options(o wire.SystemOptions) wire.SystemOptions {
-	o.Guard, o.UpstreamResponseHeaderTimeout = e.guard, e.headerTimeout
+	o.Guard, o.UpstreamResponseHeaderTimeout, o.UpstreamRootCAs = e.guard, e.headerTimeout, e.rootCAs
 	return o
+}
+
+// rootsWith is the system's root pool (an empty one where the system has
+// none) with the certificates of a PEM file added; a file without one is
+// an error, so a wrong path or format fails at start, not at the first
+// upstream call.
+func rootsWith(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 func envOr(key, def string) string {
