@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,4 +38,19 @@ func Create(ctx context.Context, w client.Writer, reg Registry, tok *v1.ApiToken
 		return 0, fmt.Errorf("register token: %w", err)
 	}
 	return id, nil
+}
+
+// AwaitCached waits (briefly, at most two seconds) until this replica's
+// informer cache holds a new key (knows: auth.Authenticator.KnowsKey), so a
+// client using the key right after it is shown is not refused by a cache a
+// few milliseconds behind. Other replicas catch up within the watch
+// latency. A nil knows does not wait.
+func AwaitCached(ctx context.Context, knows func(keyHash string) bool, keyHash string) {
+	if knows == nil {
+		return
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !knows(keyHash) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
 }

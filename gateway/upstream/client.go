@@ -90,9 +90,10 @@ type EgressOptions struct {
 	// upstream attempt).
 	WrapAPI func(http.RoundTripper) http.RoundTripper
 	// RootCAs, when set, replaces the system roots the API transport
-	// verifies upstream certificates with: tests trust their fake
-	// upstreams' certificate this way, so they run the production path
-	// (HTTPS, HTTP/2) with verification on. nil: the system roots.
+	// verifies upstream certificates with: --upstream-ca-file gives the
+	// system roots plus a private CA, tests their fakes' certificate (the
+	// production path, HTTPS and HTTP/2, with verification on). nil: the
+	// system roots.
 	RootCAs *x509.CertPool
 }
 

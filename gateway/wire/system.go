@@ -71,7 +71,8 @@ type SystemOptions struct {
 	// no bound.
 	UpstreamResponseHeaderTimeout time.Duration
 	// UpstreamRootCAs, when set, are the roots upstream certificates are
-	// verified against instead of the system's (tests: their fakes' CA).
+	// verified against instead of the system's (--upstream-ca-file: the
+	// system's plus a private CA; tests: their fakes' CA).
 	UpstreamRootCAs *x509.CertPool
 }
 

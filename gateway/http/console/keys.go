@@ -219,20 +219,8 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, t *v1.Tenant
 		return
 	}
 	c.record(ctx, tok, actor, "Created", fmt.Sprintf("%s created key %q", actor, req.Name))
-	c.awaitCache(ctx, tok.Spec.KeyHash)
+	tokenspec.AwaitCached(ctx, c.d.KnowsKey, tok.Spec.KeyHash)
 	c.keysPage(w, r, t, http.StatusOK, "", &newKey{Name: req.Name, Key: key}, KeyForm{})
-}
-
-// awaitCache waits briefly until this replica's cache knows the new key, as
-// POST /v1/tokens does, so the key works the moment it is shown.
-func (c *Console) awaitCache(ctx context.Context, keyHash string) {
-	if c.d.KnowsKey == nil {
-		return
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for !c.d.KnowsKey(keyHash) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // stamp writes the last actor and time on the key.

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -214,7 +213,7 @@ func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tok
 	if err != nil {
 		return tokenView{}, err
 	}
-	h.awaitCache(ctx, tok.Spec.KeyHash)
+	tokenspec.AwaitCached(ctx, h.Auth.KnowsKey, tok.Spec.KeyHash)
 	now := tok.CreationTimestamp.Unix()
 	expired := int64(-1)
 	if req.ExpiresAt != nil {
@@ -233,15 +232,4 @@ func (h *Tokens) create(r *http.Request, p *auth.Principal, plan tokenPlan) (tok
 		ModelLimitsEnabled: req.ModelLimitsEnabled, ModelLimits: strings.Join(names, ","),
 		Group: req.Group, CrossGroupRetry: req.CrossGroupRetry,
 	}, nil
-}
-
-// awaitCache waits (briefly) until this gateway's informer cache holds the
-// new key, so that a client using the key right after the response is not
-// refused by a cache a few milliseconds behind. Other replicas catch up on
-// their own within the watch latency.
-func (h *Tokens) awaitCache(ctx context.Context, keyHash string) {
-	deadline := time.Now().Add(2 * time.Second)
-	for !h.Auth.KnowsKey(keyHash) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
 }
