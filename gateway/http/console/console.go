@@ -91,6 +91,9 @@ type Deps struct {
 	// for the audit page (the gateway watches no Events), and the key an
 	// action changes, so the change starts from its current version.
 	Live client.Reader
+	// OIDC configures sign-in with the platform's identity provider; zero:
+	// the access-token sign-in only.
+	OIDC OIDC
 }
 
 // DefaultSessionTTL is the lifetime of a session.
@@ -111,6 +114,8 @@ var staticFS embed.FS
 type Console struct {
 	d     Deps
 	pages map[string]*template.Template
+	// oidc is the relying party of OIDC sign-in; nil when not configured.
+	oidc *oidcClient
 }
 
 // New parses the templates and returns the console.
@@ -125,7 +130,10 @@ func New(d Deps) *Console {
 		panic("console: a session key is required")
 	}
 	c := &Console{d: d, pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "overview", "keys", "usage", "tasks", "prices", "audit"} {
+	if d.OIDC.Enabled() {
+		c.oidc = newOIDCClient(d.OIDC)
+	}
+	for _, name := range []string{"signin", "continue", "overview", "keys", "usage", "tasks", "prices", "audit"} {
 		c.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
@@ -142,6 +150,8 @@ func Register(mux Mux, d Deps) {
 	mux.Handle("GET /console/signin", secure(http.HandlerFunc(c.signinForm)))
 	mux.Handle("POST /console/signin", secure(http.HandlerFunc(c.signin)))
 	mux.Handle("POST /console/signout", secure(http.HandlerFunc(c.signout)))
+	mux.Handle("GET "+LoginPath, secure(http.HandlerFunc(c.oidcLogin)))
+	mux.Handle("GET "+CallbackPath, secure(http.HandlerFunc(c.oidcCallback)))
 	mux.Handle("GET /console/overview", secure(c.session(c.overview)))
 	mux.Handle("GET /console/keys", secure(c.session(c.keys)))
 	mux.Handle("GET /console/usage", secure(c.session(c.usage)))
@@ -202,6 +212,10 @@ func (c *Console) session(page pageFunc) http.Handler {
 
 func (c *Console) index(w http.ResponseWriter, r *http.Request) {
 	if c.tenantOf(r) == nil {
+		if _, ok := c.platformAdminOf(r); ok {
+			http.Redirect(w, r, PlatformPath, http.StatusSeeOther)
+			return
+		}
 		http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 		return
 	}
@@ -217,12 +231,18 @@ type view struct {
 	Data   any
 	// CSRF is the session's CSRF token for the page's forms.
 	CSRF string
+	// Who names the signed-in person and role of an OIDC session; empty
+	// for an access-token session.
+	Who string
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if v.Tenant != nil {
 		v.CSRF = c.csrfToken(r)
+		if s := c.oidcSessionOf(r); s != nil {
+			v.Who = s.Subject + " · " + string(s.Role)
+		}
 	}
 	var b bytes.Buffer
 	if err := c.pages[name].Execute(&b, v); err != nil {
