@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -329,6 +330,9 @@ func refuse(status int, reason, text string) *errSignin {
 	return &errSignin{status: status, reason: reason, text: text}
 }
 
+// errorCode is the shape of an OAuth 2.0 error code (RFC 6749 4.1.2.1).
+var errorCode = regexp.MustCompile(`^[a-z_]{1,64}$`)
+
 // restart is the message of a callback that cannot be trusted or completed.
 const restart = "The sign-in could not be completed. Start again from the sign-in page."
 
@@ -376,6 +380,11 @@ func (c *Console) completeSignin(r *http.Request) (*oidcSession, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
+		// Only a protocol error code is shown: the query is anyone's to
+		// write, and the page must not say what a link's author wants.
+		if !errorCode.MatchString(e) {
+			e = "unknown error"
+		}
 		return nil, refuse(http.StatusUnauthorized, "provider error "+e,
 			"The identity provider did not sign you in ("+e+"). Start again from the sign-in page.")
 	}

@@ -320,6 +320,15 @@ func TestOIDCRefusals(t *testing.T) {
 		flow, _ := startOIDC(t)
 		resp, body := do(t, "GET", console.CallbackPath+"?error=access_denied&state=x", nil, flow, nil)
 		refused(t, resp, body, http.StatusUnauthorized)
+		if !strings.Contains(body, "(access_denied)") {
+			t.Fatalf("the provider's error code is not shown: %s", body)
+		}
+		// Free text in the query is not shown.
+		resp, body = do(t, "GET", console.CallbackPath+"?error="+url.QueryEscape("Call +1 555 0100 to unlock")+"&state=x", nil, flow, nil)
+		refused(t, resp, body, http.StatusUnauthorized)
+		if strings.Contains(body, "555") || !strings.Contains(body, "(unknown error)") {
+			t.Fatalf("free text of the query is shown: %s", body)
+		}
 	})
 	t.Run("PKCE: the code is useless without the verifier", func(t *testing.T) {
 		flow, to := startOIDC(t)
