@@ -1,8 +1,10 @@
 // Package console serves the tenant console at /console/: a few
 // server-rendered pages (overview, keys, usage, tasks, prices, audit) for the owner
 // of one account, signed in with the account's usage access token and user
-// ID, the credentials of GET /api/usage/tokens/*. Sessions are stateless
-// signed cookies, so any gateway replica serves any session. Pages are
+// ID, the credentials of GET /api/usage/tokens/*, or with the platform's
+// OpenID Connect provider, whose groups the Tenant maps to a role (viewer or
+// key manager). Sessions are stateless signed cookies, so any gateway
+// replica serves any session. Pages are
 // html/template with embedded assets; the Keys page manages the account's
 // keys through the code POST /v1/tokens uses; see docs/console.md.
 package console
