@@ -4,7 +4,9 @@
 // ID, the credentials of GET /api/usage/tokens/*. Sessions are stateless
 // signed cookies, so any gateway replica serves any session. Pages are
 // html/template with embedded assets; the Keys page manages the account's
-// keys through the code POST /v1/tokens uses; see docs/console.md.
+// keys through the code POST /v1/tokens uses. A read-only platform overview
+// (/console/platform) serves platform admins, who have no tenant; see
+// docs/console.md.
 package console
 
 import (
