@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/billing"
@@ -166,13 +167,14 @@ func (c *Console) platform(w http.ResponseWriter, r *http.Request, subject strin
 		fail(err, "Usage cannot be read right now.")
 		return
 	}
+	// The lists are only read, so the cache's objects need no copies.
 	tenants := &v1.TenantList{}
-	if err := c.d.Cache.List(ctx, tenants); err != nil {
+	if err := c.d.Cache.List(ctx, tenants, client.UnsafeDisableDeepCopy); err != nil {
 		c.failAdmin(w, r, v, err, "The tenants cannot be listed right now.")
 		return
 	}
 	gts := &v1.GenerationTaskList{}
-	if err := c.d.Cache.List(ctx, gts); err != nil {
+	if err := c.d.Cache.List(ctx, gts, client.UnsafeDisableDeepCopy); err != nil {
 		c.failAdmin(w, r, v, err, "Tasks cannot be listed right now.")
 		return
 	}
