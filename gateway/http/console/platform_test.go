@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/store"
+	"github.com/modelgate/modelgate/test/apicheck"
 )
 
 // TestPlatformOverview renders the platform overview for an admin over the
@@ -68,9 +69,13 @@ func TestPlatformOverview(t *testing.T) {
 
 	c := console.New(console.Deps{Ledger: stack.Ledger, Cache: stack.Cache, Clock: clocktesting.NewFakePassiveClock(now),
 		SessionKey: []byte("0123456789abcdef0123456789abcdef")})
+	doc, err := apicheck.Load()
+	g.Expect(err).NotTo(HaveOccurred())
 	render := func(query string) (int, http.Header, string) {
 		rec := httptest.NewRecorder()
-		c.PlatformPage("admin@example.com").ServeHTTP(rec, httptest.NewRequest("GET", "/console/platform?"+query, nil))
+		req := httptest.NewRequest("GET", "/console/platform?"+query, nil)
+		c.PlatformPage("admin@example.com").ServeHTTP(rec, req)
+		g.Expect(doc.Check(req, rec.Code, rec.Header(), rec.Body.Bytes())).To(Succeed(), "the API reference declares the answer")
 		return rec.Code, rec.Header(), rec.Body.String()
 	}
 	window := fmt.Sprintf("start_timestamp=%d&end_timestamp=%d", day0, day0+3*86400)
@@ -172,9 +177,12 @@ func TestPlatformOverviewIsHidden(t *testing.T) {
 	cookie := signIn(t, tn)
 	want, wantBody := do(t, "GET", "/console/no-such-page", nil, nil, nil)
 	g.Expect(want.StatusCode).To(Equal(http.StatusNotFound))
+	doc, err := apicheck.Load()
+	g.Expect(err).NotTo(HaveOccurred())
 	for name, c := range map[string]*http.Cookie{"no session": nil, "a tenant's session": cookie} {
 		resp, body := do(t, "GET", "/console/platform", nil, c, nil)
 		g.Expect(resp.StatusCode).To(Equal(http.StatusNotFound), name)
+		g.Expect(doc.Check(resp.Request, resp.StatusCode, resp.Header, []byte(body))).To(Succeed(), name)
 		g.Expect(resp.Header.Get("Content-Type")).To(Equal(want.Header.Get("Content-Type")), name)
 		g.Expect(resp.Header.Get("Content-Security-Policy")).To(BeEmpty(), name)
 		g.Expect(strings.ReplaceAll(body, "/console/platform", "/console/no-such-page")).To(Equal(wantBody), name)
