@@ -244,7 +244,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
 			Catalog: pricingHandler.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key,
 			Writer: mgr.GetClient(), Registry: ledger, KnowsKey: authn.KnowsKey, Live: mgr.GetAPIReader(),
-			OIDC: o.ConsoleOIDC})
+			OIDC: o.ConsoleOIDC, Unmatched: handlers.Unmatched})
 	}
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())

@@ -6,7 +6,9 @@
 // key manager). Sessions are stateless signed cookies, so any gateway
 // replica serves any session. Pages are
 // html/template with embedded assets; the Keys page manages the account's
-// keys through the code POST /v1/tokens uses; see docs/console.md.
+// keys through the code POST /v1/tokens uses. A read-only platform overview
+// (/console/platform) serves platform admins, who have no tenant; see
+// docs/console.md.
 package console
 
 import (
@@ -60,6 +62,10 @@ type Ledger interface {
 	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
 	ListUsage(ctx context.Context, uq store.UsageQuery) (store.Page[store.UsageRecord], error)
 	UsageSeries(ctx context.Context, q store.SeriesQuery) ([]store.SeriesPoint, error)
+	// PlatformSeries and PlatformTotals are every tenant's usage together
+	// (the platform overview).
+	PlatformSeries(ctx context.Context, q store.PlatformQuery) ([]store.SeriesPoint, error)
+	PlatformTotals(ctx context.Context, q store.PlatformQuery) ([]store.SpendTotal, error)
 }
 
 // Catalog builds the tenant's price catalog as GET /v1/pricing does
@@ -70,7 +76,8 @@ type Catalog func(ctx context.Context, tenant *v1.Tenant, q pricing.CatalogQuery
 type Deps struct {
 	Accounts Accounts
 	Ledger   Ledger
-	// Cache reads the tenant's ApiTokens and GenerationTasks.
+	// Cache reads the tenant's ApiTokens and GenerationTasks, and for the
+	// platform overview every Tenant and GenerationTask.
 	Cache   client.Reader
 	Catalog Catalog
 	// Results signs the result links of completed tasks, as GET
@@ -96,6 +103,11 @@ type Deps struct {
 	// OIDC configures sign-in with the platform's identity provider; zero:
 	// the access-token sign-in only.
 	OIDC OIDC
+	// Unmatched answers a request no route matches, as the gateway's
+	// server does (handlers.Unmatched); the platform overview answers a
+	// request without a platform admin's session with it. nil: net/http's
+	// 404.
+	Unmatched func(w http.ResponseWriter, r *http.Request, status int, allow []string)
 }
 
 // DefaultSessionTTL is the lifetime of a session.
@@ -135,9 +147,9 @@ func New(d Deps) *Console {
 	if d.OIDC.Enabled() {
 		c.oidc = newOIDCClient(d.OIDC)
 	}
-	for _, name := range []string{"signin", "continue", "overview", "keys", "usage", "tasks", "prices", "audit"} {
+	for _, name := range []string{"signin", "continue", "overview", "keys", "usage", "tasks", "prices", "audit", "platform"} {
 		c.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
-			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+			ParseFS(templateFS, "templates/layout.html", "templates/chart.html", "templates/"+name+".html"))
 	}
 	return c
 }
@@ -165,6 +177,9 @@ func Register(mux Mux, d Deps) {
 	mux.Handle("POST /console/keys/{name}/delete", secure(c.action(c.deleteKey)))
 	mux.Handle("GET /console/audit", secure(c.session(c.audit)))
 	mux.Handle("GET /console/usage.csv", secure(c.session(c.usageCSV)))
+	// Not behind secure: without a platform admin the answer is the
+	// gateway's own 404, headers and all (platformGuard).
+	mux.Handle("GET /console/platform", c.platformGuard(c.platform))
 }
 
 // secure sets the headers every console response carries.
@@ -229,8 +244,11 @@ type view struct {
 	Title  string
 	Page   string
 	Tenant *v1.Tenant
-	Error  string
-	Data   any
+	// Admin is the platform admin's subject on the platform overview
+	// (no tenant).
+	Admin string
+	Error string
+	Data  any
 	// CSRF is the session's CSRF token for the page's forms.
 	CSRF string
 	// Who names the signed-in person and role of an OIDC session; empty
