@@ -98,7 +98,7 @@ var _ = Describe("GenerationTask reconciler on upstream adapters", func() {
 		c = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.GenerationTask{}).
 			WithObjects(route, secret).Build()
 		// The fakes listen on loopback, which the process's guard allows here.
-		egress := upstream.NewEgress(upstream.EgressOptions{Guard: env.Guard})
+		egress := upstream.NewEgress(upstream.EgressOptions{Guard: env.Guard, RootCAs: fakeupstream.RootCAs()})
 		r = &generationtask.Reconciler{Client: c, Ledger: ledger, Upstreams: builtin.Registry(egress), Blobs: blobs, Clock: clk,
 			Downloads: egress.Downloads}
 	})

@@ -7,6 +7,7 @@ package upstreamenv_test
 
 import (
 	"context"
+	"github.com/modelgate/modelgate/test/fakeupstream"
 	"io"
 	"path/filepath"
 	"strings"
@@ -63,7 +64,7 @@ func startManager() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	// The fakes listen on loopback, which the process's guard allows here.
-	egress := upstream.NewEgress(upstream.EgressOptions{Guard: env.Guard})
+	egress := upstream.NewEgress(upstream.EgressOptions{Guard: env.Guard, RootCAs: fakeupstream.RootCAs()})
 	Expect((&generationtask.Reconciler{Client: mgr.GetClient(), Ledger: ledger, Upstreams: builtin.Registry(egress), Blobs: blobs, Downloads: egress.Downloads,
 		Clock: clock.RealClock{}}).SetupWithManager(mgr)).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)

@@ -89,11 +89,11 @@ type EgressOptions struct {
 	// WrapAPI, when set, wraps the API transport (trace context per
 	// upstream attempt).
 	WrapAPI func(http.RoundTripper) http.RoundTripper
-	// RootCAs, when set, replaces the system roots the API transport
-	// verifies upstream certificates with: --upstream-ca-file gives the
-	// system roots plus a private CA, tests their fakes' certificate (the
-	// production path, HTTPS and HTTP/2, with verification on). nil: the
-	// system roots.
+	// RootCAs, when set, replaces the system roots both clients verify
+	// certificates with: --upstream-ca-file gives the system roots plus a
+	// private CA (an in-cluster model server and the outputs it links to),
+	// tests their fakes' certificate (the production path, HTTPS and
+	// HTTP/2, with verification on). nil: the system roots.
 	RootCAs *x509.CertPool
 }
 
@@ -118,7 +118,7 @@ func NewEgress(o EgressOptions) Egress {
 	}
 	return Egress{
 		API:       &http.Client{Transport: api},
-		Downloads: o.Guard.Client(netguard.ClientOptions{MaxRedirects: 5}),
+		Downloads: o.Guard.Client(netguard.ClientOptions{MaxRedirects: 5, RootCAs: o.RootCAs}),
 	}
 }
 

@@ -33,14 +33,14 @@ var _ = Describe("Coding agents", Label("agents"), func() {
 		It("Claude Code through "+up, func() {
 			t := GinkgoTB()
 			a := requireAgents(t)
-			runAgentRoundTrip(t, up, "claude-opus-5-5", func(ctx context.Context, key, home, dir string) *exec.Cmd {
+			runAgentRoundTrip(t, up, "claude-opus-5-5", func(ctx context.Context, base, key, home, dir string) *exec.Cmd {
 				cmd := exec.CommandContext(ctx, a.claude, "-p", "Run the shell command: echo "+toolWord,
 					"--dangerously-skip-permissions", "--output-format", "json")
 				cmd.Env = append(agentEnv(home),
 					"IS_SANDBOX=1", // it runs as root here, and refuses to skip permissions as root without it
 					"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 					"CLAUDE_CODE_MAX_RETRIES=0",
-					"ANTHROPIC_BASE_URL="+stack.BaseURL, "ANTHROPIC_API_KEY="+key, "ANTHROPIC_MODEL=claude-opus-5-5")
+					"ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY="+key, "ANTHROPIC_MODEL=claude-opus-5-5")
 				return cmd
 			}, func(g Gomega, stdout []byte) {
 				var out struct {
@@ -57,10 +57,10 @@ var _ = Describe("Coding agents", Label("agents"), func() {
 		It("Codex through "+up, func() {
 			t := GinkgoTB()
 			a := requireAgents(t)
-			runAgentRoundTrip(t, up, "gpt-5.5", func(ctx context.Context, key, home, dir string) *exec.Cmd {
+			runAgentRoundTrip(t, up, "gpt-5.5", func(ctx context.Context, base, key, home, dir string) *exec.Cmd {
 				codexHome := filepath.Join(home, ".codex")
 				NewWithT(t).Expect(os.MkdirAll(codexHome, 0o700)).To(Succeed())
-				NewWithT(t).Expect(os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(codexConfig("gpt-5.5")), 0o600)).To(Succeed())
+				NewWithT(t).Expect(os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(codexConfig(base, "gpt-5.5")), 0o600)).To(Succeed())
 				cmd := exec.CommandContext(ctx, a.codex, "exec", "--skip-git-repo-check",
 					"--dangerously-bypass-approvals-and-sandbox", "Run the shell command: echo "+toolWord)
 				cmd.Env = append(agentEnv(home), "CODEX_HOME="+codexHome, "MODELGATE_API_KEY="+key)
@@ -83,7 +83,7 @@ var agentUsage = fakeupstream.Usage{InputTokens: 1234, OutputTokens: 17}
 // private route for model to it in a new tenant's namespace (so that the
 // agent's own model name is the route's), runs the agent and checks its
 // output, the upstream's two calls and their usage rows.
-func runAgentRoundTrip(t testing.TB, up, model string, command func(ctx context.Context, key, home, dir string) *exec.Cmd, check func(Gomega, []byte)) {
+func runAgentRoundTrip(t testing.TB, up, model string, command func(ctx context.Context, base, key, home, dir string) *exec.Cmd, check func(Gomega, []byte)) {
 	g := NewWithT(t)
 	fake, provider := agentUpstream(t, up)
 	fake.Handle(agentTurn)
@@ -102,13 +102,18 @@ func runAgentRoundTrip(t testing.TB, up, model string, command func(ctx context.
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// The agent reaches the gateway through a proxy that validates every
+	// response against /openapi.json, as the suite's own clients' are.
+	proxy, err := apiCheck.Proxy(stack.BaseURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(proxy.Close)
 	home, dir := t.TempDir(), t.TempDir()
-	cmd := command(ctx, acct.Key, home, dir)
+	cmd := command(ctx, proxy.URL, acct.Key, home, dir)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(nil)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	reqs := fake.Requests()
 	g.Expect(err).NotTo(HaveOccurred(), "agent failed\nstdout: %s\nstderr: %s\nupstream saw: %s", stdout.Bytes(), tail(stderr.Bytes()), describeRequests(reqs))
 	check(g, stdout.Bytes())
@@ -305,7 +310,7 @@ func textOf(v any) string {
 // codexConfig points the Codex CLI at the gateway's Responses endpoint as
 // its users do (a model provider with wire_api responses), without the
 // network it would reach for otherwise, and without retries.
-func codexConfig(model string) string {
+func codexConfig(base, model string) string {
 	return fmt.Sprintf(`model = %q
 model_provider = "modelgate"
 
@@ -322,7 +327,7 @@ enabled = false
 
 [features]
 plugins = false
-`, model, stack.BaseURL)
+`, model, base)
 }
 
 // describeRequests lists what the upstream received, for a failure message.

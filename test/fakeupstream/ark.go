@@ -122,7 +122,7 @@ var arkPixels = regexp.MustCompile(`^([0-9]+)x([0-9]+)$`)
 func NewArk() *Ark {
 	f := &Ark{key: DefaultKey, tasks: map[string]*arkTask{}, images: map[string][]byte{},
 		lib: arkLibrary{groups: map[string]string{}, assets: map[string]*arkAsset{}, fetched: map[string][]byte{}}}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = start(http.HandlerFunc(f.serve))
 	return f
 }
 

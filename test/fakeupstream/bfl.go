@@ -81,7 +81,7 @@ var bflFields = map[string]bool{"prompt": true, "input_image": true, "input_imag
 // NewBFL starts the fake.
 func NewBFL() *BFL {
 	f := &BFL{key: DefaultKey, tasks: map[string]*bflTask{}}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = start(http.HandlerFunc(f.serve))
 	return f
 }
 

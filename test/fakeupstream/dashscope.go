@@ -88,7 +88,7 @@ var dashSize = regexp.MustCompile(`^([0-9]+)\*([0-9]+)$`)
 // NewDashScope starts the fake.
 func NewDashScope() *DashScope {
 	f := &DashScope{key: DefaultKey, tasks: map[string]*dashTask{}}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = start(http.HandlerFunc(f.serve))
 	return f
 }
 

@@ -219,37 +219,31 @@ func NewAnthropic() *Server { return newServer(kindAnthropic) }
 // POST /v1/responses). It requires Authorization: Bearer Key().
 func NewOpenAI() *Server { return newServer(kindOpenAI) }
 
-// NewOpenAITLS starts the OpenAI fake over HTTPS offering HTTP/2 (and
-// HTTP/1.1), as the real API is served, with net/http/httptest's
-// certificate for 127.0.0.1; a gateway trusts it through RootCAs.
-func NewOpenAITLS() *Server { return newServerTLS(kindOpenAI) }
+// NewOpenAIPlain starts the OpenAI fake over plain HTTP/1.1 whatever
+// PlainEnv says: the path of an in-cluster upstream without TLS.
+func NewOpenAIPlain() *Server { return newServerWith(kindOpenAI, startPlain) }
 
-func newServer(k kind) *Server {
+func newServer(k kind) *Server { return newServerWith(k, start) }
+
+func newServerWith(k kind, startWith func(http.Handler) *httptest.Server) *Server {
 	s := &Server{kind: k, key: DefaultKey, stop: make(chan struct{}),
 		def: Reply{Text: "Hello from the fake upstream."}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	return s
-}
-
-func newServerTLS(k kind) *Server {
-	s := &Server{kind: k, key: DefaultKey, stop: make(chan struct{}),
-		def: Reply{Text: "Hello from the fake upstream."}}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.EnableHTTP2 = true
-	s.StartTLS()
+	s.Server = startWith(http.HandlerFunc(s.serve))
 	return s
 }
 
 // RootCAs is a pool holding the certificate every TLS fake serves
 // (net/http/httptest's, the same for each server): what a gateway under
 // test verifies its fake upstreams with.
-func RootCAs() *x509.CertPool {
+func RootCAs() *x509.CertPool { return rootCAs() }
+
+var rootCAs = sync.OnceValue(func() *x509.CertPool {
 	ts := httptest.NewTLSServer(http.NotFoundHandler())
 	defer ts.Close()
 	pool := x509.NewCertPool()
 	pool.AddCert(ts.Certificate())
 	return pool
-}
+})
 
 // Close releases hanging requests and shuts the server down.
 func (s *Server) Close() {

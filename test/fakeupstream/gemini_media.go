@@ -125,7 +125,7 @@ var geminiAspectRatios = map[string]bool{"1:1": true, "2:3": true, "3:2": true, 
 // NewGeminiMedia starts the fake.
 func NewGeminiMedia() *GeminiMedia {
 	f := &GeminiMedia{key: DefaultKey, ops: map[string]*veoOp{}}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = start(http.HandlerFunc(f.serve))
 	return f
 }
 

@@ -52,7 +52,7 @@ type ImageFailure struct {
 // NewOpenAIImages starts the fake.
 func NewOpenAIImages() *OpenAIImages {
 	f := &OpenAIImages{key: DefaultKey, files: map[string][]byte{}}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = start(http.HandlerFunc(f.serve))
 	return f
 }
 

@@ -69,7 +69,7 @@ var videoSizes = map[string][]string{
 // NewOpenAIVideos starts the fake.
 func NewOpenAIVideos() *OpenAIVideos {
 	f := &OpenAIVideos{key: DefaultKey, videos: map[string]*fakeVideo{}}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = start(http.HandlerFunc(f.serve))
 	return f
 }
 

@@ -91,7 +91,7 @@ type fakeTask struct {
 // NewTaskAPI starts the fake.
 func NewTaskAPI() *TaskAPI {
 	f := &TaskAPI{key: DefaultKey, tasks: map[string]*fakeTask{}, replays: map[string]string{}}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = start(http.HandlerFunc(f.serve))
 	return f
 }
 

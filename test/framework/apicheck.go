@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -180,4 +182,25 @@ func (a *APICheck) Checked() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.checked
+}
+
+// Proxy serves a loopback reverse proxy to the gateway at base whose every
+// response is validated as the suite's own clients' are: the address to
+// give a client in another process (a coding agent), which uses a
+// transport of its own. Streams are relayed as they arrive. Close stops it.
+func (a *APICheck) Proxy(base string) (*httptest.Server, error) {
+	target, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	a.AddGateway(base)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+		},
+		Transport:     a.Wrap(nil),
+		FlushInterval: -1,
+	}
+	return httptest.NewServer(rp), nil
 }

@@ -10,6 +10,8 @@ package netguard
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -233,6 +235,8 @@ type ClientOptions struct {
 	MaxRedirects int
 	// Resolver answers host names (tests inject one); nil uses the system's.
 	Resolver Resolver
+	// RootCAs verify servers' certificates; nil: the system roots.
+	RootCAs *x509.CertPool
 }
 
 // Client returns an HTTP client that dials only addresses the guard allows,
@@ -253,6 +257,9 @@ func (g *Guard) Client(o ClientOptions) *http.Client {
 		MaxIdleConns:          64,
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       60 * time.Second,
+	}
+	if o.RootCAs != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12}
 	}
 	return &http.Client{
 		Transport: tr,

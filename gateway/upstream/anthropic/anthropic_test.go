@@ -20,7 +20,7 @@ func TestCountTokens(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewAnthropic()
 	defer f.Close()
-	p := anthropic.New(nil)
+	p := anthropic.New(fakeupstream.Client())
 	b := upstream.Backend{Name: "a", BaseURL: f.URL, APIKey: f.Key(), UpstreamModel: "claude-up",
 		Options: map[string]string{"anthropic-beta": "backend-beta"}}
 	h := http.Header{"Anthropic-Beta": {"token-counting-2024-11-01"}}
@@ -48,7 +48,7 @@ func TestCountTokensErrors(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewAnthropic()
 	defer f.Close()
-	p := anthropic.New(nil)
+	p := anthropic.New(fakeupstream.Client())
 	b := upstream.Backend{Name: "a", BaseURL: f.URL, APIKey: f.Key(), UpstreamModel: "claude-up"}
 	ctx := context.Background()
 

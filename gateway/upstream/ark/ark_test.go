@@ -40,7 +40,7 @@ func TestImageGroup(t *testing.T) {
 		"metadata":{"resolution":"2K","optimize_prompt_options":{"mode":"fast"},"sequential_image_generation":"auto",
 		"sequential_image_generation_options":{"max_images":5},"watermark":false}}`, 3)
 
-	s, err := ark.New(nil).Submit(context.Background(), c)
+	s, err := ark.New(fakeupstream.Client()).Submit(context.Background(), c)
 	g.Expect(err).NotTo(HaveOccurred())
 	sent := f.Requests()[0]
 	g.Expect(sent.Method + " " + sent.Path).To(Equal("POST /api/v3/images/generations"))
@@ -67,7 +67,7 @@ func TestImageSingleInlineAndRefused(t *testing.T) {
 	c := call(f, upstream.Image, "seedream-4-0-250828", `{"prompt":"a fox","n":1,"size":"auto","image_urls":["https://img.example/fox.png"],
 		"metadata":{"resolution":"4K","sequential_image_generation":"disabled","watermark":true}}`, 1)
 	c.Backend.Options = map[string]string{"responseFormat": "b64_json"}
-	s, err := ark.New(nil).Submit(context.Background(), c)
+	s, err := ark.New(fakeupstream.Client()).Submit(context.Background(), c)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.Requests()[0].JSON()).To(Equal(map[string]any{"model": "seedream-4-0-250828", "prompt": "a fox",
 		"image": "https://img.example/fox.png", "size": "4K", "sequential_image_generation": "disabled",
@@ -77,7 +77,7 @@ func TestImageSingleInlineAndRefused(t *testing.T) {
 
 	// Every image of the answer withheld by moderation: a policy failure.
 	f.SetPlan(fakeupstream.ArkPlan{Refused: map[int]bool{0: true}})
-	s, err = ark.New(nil).Submit(context.Background(), c)
+	s, err = ark.New(fakeupstream.Client()).Submit(context.Background(), c)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(s.Final.State).To(Equal(upstream.Failed))
 	g.Expect(s.Final.ErrorCode).To(Equal(upstream.CodePolicy))
@@ -98,7 +98,7 @@ func TestSubmitErrors(t *testing.T) {
 	f := fakeupstream.NewArk()
 	defer f.Close()
 	img := call(f, upstream.Image, "doubao-seedream-4-0-250828", `{"prompt":"x","n":1,"size":"1:1","metadata":{"resolution":"2K"}}`, 1)
-	a := ark.New(nil)
+	a := ark.New(fakeupstream.Client())
 	ctx := context.Background()
 
 	f.Fail(fakeupstream.ArkFailure{Status: http.StatusTooManyRequests, Code: "RateLimitExceeded.EndpointRPMExceeded", RetryAfter: "7"})
@@ -152,7 +152,7 @@ func TestVideoTaskLifecycle(t *testing.T) {
 		"resolution":"720p","audio":false,"watermark":false,"seed":9,
 		"image_with_roles":[{"url":"https://img.example/first.png","role":"first_frame"},{"url":"https://img.example/last.png","role":"last_frame"}]}`, 1)
 	c.Backend.Options = map[string]string{"expectedDuration": "10s"}
-	a := ark.New(nil)
+	a := ark.New(fakeupstream.Client())
 	ctx := context.Background()
 
 	s, err := a.Submit(ctx, c)
@@ -190,7 +190,7 @@ func TestVideoTaskLifecycle(t *testing.T) {
 	g.Expect(st.Outputs[0].URL).To(HavePrefix(f.URL + "/tos/video/"))
 	tokens := fakeupstream.ArkVideoTokens(1112, 834, 24, 5)
 	g.Expect(st.Usage).To(Equal(&upstream.ImageUsage{OutputTokens: tokens, TotalTokens: tokens}))
-	resp, err := http.Get(st.Outputs[0].URL)
+	resp, err := fakeupstream.Client().Get(st.Outputs[0].URL)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "the signed link needs no credential")
@@ -211,7 +211,7 @@ func TestVideoReferencesFailureAndCancel(t *testing.T) {
 		"reference_images":["https://img.example/r.png"],"video_list":[{"video_url":"https://vid.example/a.mp4","duration":4}],
 		"video_with_roles":[{"url":"https://vid.example/b.mp4","role":"reference_video"}],
 		"audio_with_roles":[{"url":"https://aud.example/c.mp3","role":"reference_audio"}]}`, 1)
-	a := ark.New(nil)
+	a := ark.New(fakeupstream.Client())
 	ctx := context.Background()
 	s, err := a.Submit(ctx, c)
 	g.Expect(err).NotTo(HaveOccurred())

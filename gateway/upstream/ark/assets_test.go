@@ -70,7 +70,7 @@ func TestAssetLibraryCreatesThenPolls(t *testing.T) {
 	a := upstream.ReviewAsset{Type: "video", Key: "https://tenant.example/clip.mp4", CopyURL: copies.URL + "/copy/clip.mp4?sig=1"}
 	ctx, now := context.Background(), time.Now()
 
-	d, err := ark.Adapter{}.Decide(ctx, b, a, now)
+	d, err := ark.New(fakeupstream.Client()).Decide(ctx, b, a, now)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.State).To(Equal(upstream.ReviewPending))
 	g.Expect(d.Wait).To(Equal(2 * time.Second))
@@ -97,10 +97,10 @@ func TestAssetLibraryCreatesThenPolls(t *testing.T) {
 	g.Expect(body["Name"]).NotTo(ContainSubstring("tenant.example"))
 
 	a.Ref = d.Ref
-	d, err = ark.Adapter{}.Decide(ctx, b, a, now)
+	d, err = ark.New(fakeupstream.Client()).Decide(ctx, b, a, now)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d).To(Equal(upstream.ReviewDecision{State: upstream.ReviewPending, Wait: 2 * time.Second, Ref: a.Ref}))
-	d, err = ark.Adapter{}.Decide(ctx, b, a, now)
+	d, err = ark.New(fakeupstream.Client()).Decide(ctx, b, a, now)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d).To(Equal(upstream.ReviewDecision{State: upstream.ReviewPassed, Ref: a.Ref}))
 	g.Expect(f.Assets()).To(Equal(1), "polls never create another asset")
@@ -117,10 +117,10 @@ func TestAssetLibraryRejectsAFailedAsset(t *testing.T) {
 	copies := copyHost(t, map[string]string{})
 	b := libraryBackend(f, f.AssetGroup(), f.SecretAccessKey())
 	a := upstream.ReviewAsset{Type: "image", Key: "sha256:00", CopyURL: copies.URL + "/gone.png"}
-	d, err := ark.Adapter{}.Decide(context.Background(), b, a, time.Now())
+	d, err := ark.New(fakeupstream.Client()).Decide(context.Background(), b, a, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	a.Ref = d.Ref
-	d, err = ark.Adapter{}.Decide(context.Background(), b, a, time.Now())
+	d, err = ark.New(fakeupstream.Client()).Decide(context.Background(), b, a, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.State).To(Equal(upstream.ReviewRejected))
 	g.Expect(d.Ref).To(Equal(a.Ref))
@@ -139,17 +139,17 @@ func TestAssetLibraryErrors(t *testing.T) {
 	ctx := context.Background()
 
 	f.SetLibraryPlan(fakeupstream.ArkLibraryPlan{Throttled: 1})
-	d, err := ark.Adapter{}.Decide(ctx, libraryBackend(f, group, f.SecretAccessKey()), upstream.ReviewAsset{Type: "image", Ref: "asset://asset-1"}, time.Now())
+	d, err := ark.New(fakeupstream.Client()).Decide(ctx, libraryBackend(f, group, f.SecretAccessKey()), upstream.ReviewAsset{Type: "image", Ref: "asset://asset-1"}, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d).To(Equal(upstream.ReviewDecision{State: upstream.ReviewPending, Wait: 10 * time.Second, Ref: "asset://asset-1"}))
 
-	_, err = ark.Adapter{}.Decide(ctx, libraryBackend(f, group, "not-the-secret"), a, time.Now())
+	_, err = ark.New(fakeupstream.Client()).Decide(ctx, libraryBackend(f, group, "not-the-secret"), a, time.Now())
 	g.Expect(err).To(MatchError(ContainSubstring("HTTP 403 SignatureDoesNotMatch")))
-	_, err = ark.Adapter{}.Decide(ctx, libraryBackend(f, "group-unknown", f.SecretAccessKey()), a, time.Now())
+	_, err = ark.New(fakeupstream.Client()).Decide(ctx, libraryBackend(f, "group-unknown", f.SecretAccessKey()), a, time.Now())
 	g.Expect(err).To(MatchError(ContainSubstring("NotFound.group_id")))
 	noKey := libraryBackend(f, group, f.SecretAccessKey())
 	noKey.SecretKey = func(context.Context, string) (string, error) { return "", credential.ErrNoKey }
-	_, err = ark.Adapter{}.Decide(ctx, noKey, a, time.Now())
+	_, err = ark.New(fakeupstream.Client()).Decide(ctx, noKey, a, time.Now())
 	g.Expect(err).To(MatchError(credential.ErrNoKey))
 	g.Expect(err.Error()).NotTo(ContainSubstring(f.SecretAccessKey()))
 	g.Expect(f.Assets()).To(BeZero())
@@ -170,9 +170,9 @@ func TestAssetState(t *testing.T) {
 
 func TestReviewsOnlyBackendsWithAGroup(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{Provider: ark.Name, Options: map[string]string{ark.OptionAssetGroupID: "group-1"}})).To(BeTrue())
-	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{Provider: ark.Name})).To(BeFalse(), "without a group the channel has no library")
-	g.Expect(ark.Adapter{}.ReviewsBackend(upstream.Backend{Provider: "taskapi", Options: map[string]string{ark.OptionAssetGroupID: "group-1"}})).
+	g.Expect(ark.New(fakeupstream.Client()).ReviewsBackend(upstream.Backend{Provider: ark.Name, Options: map[string]string{ark.OptionAssetGroupID: "group-1"}})).To(BeTrue())
+	g.Expect(ark.New(fakeupstream.Client()).ReviewsBackend(upstream.Backend{Provider: ark.Name})).To(BeFalse(), "without a group the channel has no library")
+	g.Expect(ark.New(fakeupstream.Client()).ReviewsBackend(upstream.Backend{Provider: "taskapi", Options: map[string]string{ark.OptionAssetGroupID: "group-1"}})).
 		To(BeFalse(), "Ark's references mean nothing to another provider")
 }
 
@@ -186,19 +186,19 @@ func TestSeedanceTakesActiveAssetReferences(t *testing.T) {
 	copies := copyHost(t, map[string]string{"/a.png": "png"})
 	b := libraryBackend(f, f.AssetGroup(), f.SecretAccessKey())
 	a := upstream.ReviewAsset{Type: "image", Key: "https://tenant.example/a.png", CopyURL: copies.URL + "/a.png"}
-	d, err := ark.Adapter{}.Decide(context.Background(), b, a, time.Now())
+	d, err := ark.New(fakeupstream.Client()).Decide(context.Background(), b, a, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	c := call(f, upstream.Video, "doubao-seedance-2-0-260128",
 		`{"prompt":"the garden","reference_images":["`+d.Ref+`"],"duration":5,"ratio":"16:9"}`, 1)
 
-	_, err = ark.Adapter{}.Submit(context.Background(), c)
+	_, err = ark.New(fakeupstream.Client()).Submit(context.Background(), c)
 	g.Expect(classOf(t, err).Class).To(Equal(upstream.Permanent), "an asset still processing is refused")
 	a.Ref = d.Ref
-	_, _ = ark.Adapter{}.Decide(context.Background(), b, a, time.Now())
-	d, err = ark.Adapter{}.Decide(context.Background(), b, a, time.Now())
+	_, _ = ark.New(fakeupstream.Client()).Decide(context.Background(), b, a, time.Now())
+	d, err = ark.New(fakeupstream.Client()).Decide(context.Background(), b, a, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.State).To(Equal(upstream.ReviewPassed))
-	sub, err := ark.Adapter{}.Submit(context.Background(), c)
+	sub, err := ark.New(fakeupstream.Client()).Submit(context.Background(), c)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sub.ID).NotTo(BeEmpty())
 	last := f.Requests()[len(f.Requests())-1]

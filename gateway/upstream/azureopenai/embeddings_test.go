@@ -23,7 +23,7 @@ func TestEmbed(t *testing.T) {
 			g := NewWithT(t)
 			b := upstream.Backend{Name: "az", Provider: Name, BaseURL: f.URL, APIKey: f.Key(), UpstreamModel: "emb-dep",
 				Options: map[string]string{OptionAPIVersion: tc.version}}
-			res, err := upstream.Embed(context.Background(), New(nil), b, upstream.EmbedRequest{Body: body, Texts: []string{"one two"}})
+			res, err := upstream.Embed(context.Background(), New(fakeupstream.Client()), b, upstream.EmbedRequest{Body: body, Texts: []string{"one two"}})
 			g.Expect(err).NotTo(HaveOccurred())
 			req := f.Last()
 			g.Expect(req.Rejected).To(BeFalse(), string(req.Body))
@@ -38,7 +38,7 @@ func TestEmbed(t *testing.T) {
 
 	g := NewWithT(t)
 	b := upstream.Backend{Name: "az", Provider: Name, BaseURL: f.URL, APIKey: f.Key(), UpstreamModel: "missing"}
-	_, err := upstream.Embed(context.Background(), New(nil), b, upstream.EmbedRequest{Body: body})
+	_, err := upstream.Embed(context.Background(), New(fakeupstream.Client()), b, upstream.EmbedRequest{Body: body})
 	ue, _ := upstream.As(err)
 	g.Expect(ue.Status).To(Equal(404), "Azure's DeploymentNotFound")
 }

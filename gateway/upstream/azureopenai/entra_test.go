@@ -54,7 +54,7 @@ func TestEntraIDServicePrincipal(t *testing.T) {
 	azure := fakeupstream.NewAzureOpenAI()
 	defer azure.Close()
 	azure.AcceptEntraID(idp)
-	p := azureopenai.New(nil)
+	p := azureopenai.New(fakeupstream.Client())
 	p.SetIdentityClient(idp.Client())
 	b := entraBackend(azure, idp, principal())
 
@@ -97,7 +97,7 @@ func TestEntraIDRefusals(t *testing.T) {
 	azure := fakeupstream.NewAzureOpenAI()
 	defer azure.Close()
 	azure.AcceptEntraID(idp)
-	p := azureopenai.New(nil)
+	p := azureopenai.New(fakeupstream.Client())
 	p.SetIdentityClient(idp.Client())
 	for _, tc := range []struct {
 		name   string
@@ -146,7 +146,7 @@ func TestEntraIDWorkloadIdentity(t *testing.T) {
 	t.Setenv("AZURE_CLIENT_ID", clientID)
 	t.Setenv("AZURE_FEDERATED_TOKEN_FILE", file)
 
-	p := azureopenai.New(nil)
+	p := azureopenai.New(fakeupstream.Client())
 	p.SetIdentityClient(idp.Client())
 	b := entraBackend(azure, idp, principal())
 	b.APIKey, b.SecretKey = "", nil // no Secret: the pod's identity
@@ -168,7 +168,7 @@ func TestAPIKeyIsNotSentAsBearer(t *testing.T) {
 	g := NewWithT(t)
 	azure := fakeupstream.NewAzureOpenAI()
 	defer azure.Close()
-	p := azureopenai.New(nil)
+	p := azureopenai.New(fakeupstream.Client())
 	b := upstream.Backend{Name: "az", BaseURL: azure.URL, APIKey: azure.Key(), UpstreamModel: "dep",
 		Options: map[string]string{azureopenai.OptionAuth: azureopenai.AuthAPIKey}}
 	status, err := send(t, p, b)
@@ -180,7 +180,7 @@ func TestAPIKeyIsNotSentAsBearer(t *testing.T) {
 	// Azure's shape.
 	req, _ := http.NewRequest(http.MethodPost, azure.URL+"/openai/v1/chat/completions", nil)
 	req.Header.Set("Authorization", "Bearer forged")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := fakeupstream.Client().Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -58,7 +58,7 @@ func TestInvoke(t *testing.T) {
 	ctx := context.Background()
 	f := fakeupstream.NewBedrock()
 	defer f.Close()
-	p := bedrock.New(nil)
+	p := bedrock.New(fakeupstream.Client())
 	model := "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0"
 	b := fakeBackend(f, model)
 	usage := fakeupstream.Usage{InputTokens: 11, OutputTokens: 5, CacheRead: fakeupstream.Int64(100), CacheWrite: fakeupstream.Int64(20)}
@@ -113,7 +113,7 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	f := fakeupstream.NewBedrock()
 	defer f.Close()
-	p := bedrock.New(nil)
+	p := bedrock.New(fakeupstream.Client())
 	b := fakeBackend(f, "amazon.nova-pro-v1:0")
 
 	for _, tc := range []struct {
@@ -187,7 +187,7 @@ func TestSessionToken(t *testing.T) {
 	f := fakeupstream.NewBedrock()
 	defer f.Close()
 	f.SetSessionToken("FwoGZXIvYXdzEFAKE")
-	p := bedrock.New(nil)
+	p := bedrock.New(fakeupstream.Client())
 	b := fakeBackend(f, "m")
 	_, err := upstream.Invoke(context.Background(), p, b, chatRequest())
 	g.Expect(err).To(HaveOccurred(), "no token: refused")

@@ -16,7 +16,7 @@ func TestCountTokens(t *testing.T) {
 	ctx := context.Background()
 	f := fakeupstream.NewBedrock()
 	defer f.Close()
-	p := bedrock.New(nil)
+	p := bedrock.New(fakeupstream.Client())
 	b := fakeBackend(f, "anthropic.claude-3-5-sonnet-20240620-v1:0")
 	body := []byte(`{"model":"client-model","system":"be brief","temperature":0.2,"messages":[{"role":"user","content":"how many tokens?"}],` +
 		`"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}`)

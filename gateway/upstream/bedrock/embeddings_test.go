@@ -25,7 +25,7 @@ func TestEmbedTitan(t *testing.T) {
 	ctx := context.Background()
 	f := fakeupstream.NewBedrock()
 	defer f.Close()
-	p := bedrock.New(nil)
+	p := bedrock.New(fakeupstream.Client())
 	b := fakeBackend(f, "amazon.titan-embed-text-v2:0")
 
 	res, err := upstream.Embed(ctx, p, b, upstream.EmbedRequest{Texts: []string{"one two three", "four"}, Dimensions: 256})
@@ -66,7 +66,7 @@ func TestEmbedCohere(t *testing.T) {
 	ctx := context.Background()
 	f := fakeupstream.NewBedrock()
 	defer f.Close()
-	p := bedrock.New(nil)
+	p := bedrock.New(fakeupstream.Client())
 	b := fakeBackend(f, "cohere.embed-english-v3")
 	texts := make([]string, 100)
 	for i := range texts {

@@ -62,7 +62,7 @@ func TestWebIdentity(t *testing.T) {
 	g.Expect(os.WriteFile(tokenFile, []byte("eyJhbGciOiJSUzI1NiJ9.projected.token"), 0o600)).To(Succeed())
 	env := map[string]string{envTokenFile: tokenFile, envRoleARN: "arn:aws:iam::123456789012:role/bedrock", envSTSEndpoint: sts.URL}
 
-	p := New(nil)
+	p := New(fakeupstream.Client())
 	p.identity.getenv = func(k string) string { return env[k] }
 	b := upstream.Backend{Name: "irsa", Provider: Name, BaseURL: f.URL, UpstreamModel: "m", Options: map[string]string{OptionRegion: fakeupstream.BedrockRegion}}
 	req := upstream.Request{Protocol: upstream.ChatCompletions, Body: []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)}
@@ -82,7 +82,7 @@ func TestWebIdentity(t *testing.T) {
 	// No Secret and no web identity: the backend cannot serve; nothing is
 	// sent.
 	n := f.Count()
-	p = New(nil)
+	p = New(fakeupstream.Client())
 	p.identity.getenv = func(string) string { return "" }
 	_, err := upstream.Invoke(context.Background(), p, b, req)
 	ue, ok := upstream.As(err)

@@ -36,7 +36,7 @@ func TestEditSubmitPollReady(t *testing.T) {
 	f := fakeupstream.NewBFL()
 	defer f.Close()
 	f.SetPlan(fakeupstream.BFLPlan{Polls: 2, RateLimited: 1, RetryAfter: "3"})
-	a := bfl.New(nil)
+	a := bfl.New(fakeupstream.Client())
 	ctx := context.Background()
 	c := call(f, `{"model":"brand-kontext-pro","prompt":"make it snow","size":"match_input_image",
 		"image_urls":["https://img.example/house.png"],
@@ -78,7 +78,7 @@ func TestEditSubmitPollReady(t *testing.T) {
 		g.Expect(r.Header.Get("x-key")).To(Equal(f.Key()))
 	}
 	// The signed sample needs no key.
-	resp, err := http.Get(st.Outputs[0].URL)
+	resp, err := fakeupstream.Client().Get(st.Outputs[0].URL)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
@@ -88,7 +88,7 @@ func TestTextToImageAndDataURL(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewBFL()
 	defer f.Close()
-	a := bfl.New(nil)
+	a := bfl.New(fakeupstream.Client())
 	ctx := context.Background()
 
 	_, err := a.Submit(ctx, call(f, `{"prompt":"a red fox","size":"21:9","metadata":{"response_format":"png","safety_tolerance":2,"prompt_upsampling":false}}`))
@@ -105,7 +105,7 @@ func TestModerationAndErrors(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewBFL()
 	defer f.Close()
-	a := bfl.New(nil)
+	a := bfl.New(fakeupstream.Client())
 	ctx := context.Background()
 	c := call(f, `{"prompt":"x"}`)
 
@@ -176,7 +176,7 @@ func TestPollingURLHost(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewBFL()
 	defer f.Close()
-	a := bfl.New(nil)
+	a := bfl.New(fakeupstream.Client())
 	c := call(f, `{"prompt":"x"}`)
 	// A polling URL on another host would receive the key: refused.
 	_, err := a.Poll(context.Background(), c, "https://elsewhere.example/v1/get_result?id=1")

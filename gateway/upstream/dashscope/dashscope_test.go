@@ -41,7 +41,7 @@ func TestSubmitPollEdit(t *testing.T) {
 	f := fakeupstream.NewDashScope()
 	defer f.Close()
 	f.SetPlan(fakeupstream.DashScopePlan{Polls: 2, RateLimited: 1, RetryAfter: "7"})
-	a := dashscope.Adapter{}
+	a := dashscope.Adapter{Client: fakeupstream.Client()}
 	ctx := context.Background()
 	c := call(f, "wan2.5-i2i-preview", editRequest)
 
@@ -77,7 +77,7 @@ func TestSubmitPollEdit(t *testing.T) {
 	g.Expect(st.State).To(Equal(upstream.Succeeded))
 	g.Expect(st.Outputs).To(HaveLen(1))
 	g.Expect(st.Outputs[0].URL).To(HavePrefix(f.URL + "/oss/" + s.ID + "/0.png"))
-	resp, err := http.Get(st.Outputs[0].URL) // the controller downloads it without the credential
+	resp, err := fakeupstream.Client().Get(st.Outputs[0].URL) // the controller downloads it without the credential
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
@@ -89,7 +89,7 @@ func TestTextToImageEndpoint(t *testing.T) {
 	f := fakeupstream.NewDashScope()
 	defer f.Close()
 	c := call(f, "wan2.5-t2i-preview", `{"model":"m","prompt":"a lighthouse","size":"1024x1024","n":1,"metadata":{"prompt_extend":true}}`)
-	_, err := dashscope.Adapter{}.Submit(context.Background(), c)
+	_, err := dashscope.Adapter{Client: fakeupstream.Client()}.Submit(context.Background(), c)
 	g.Expect(err).NotTo(HaveOccurred())
 	sent := f.Requests()[0]
 	g.Expect(sent.Path).To(Equal(dashscope.PathTextToImage))
@@ -101,7 +101,7 @@ func TestPolicyFailure(t *testing.T) {
 	f := fakeupstream.NewDashScope()
 	defer f.Close()
 	f.SetPlan(fakeupstream.DashScopePlan{FailCode: "DataInspectionFailed", FailMessage: "Output data may contain inappropriate content."})
-	a := dashscope.Adapter{}
+	a := dashscope.Adapter{Client: fakeupstream.Client()}
 	c := call(f, "wan2.5-i2i-preview", editRequest)
 	s, err := a.Submit(context.Background(), c)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -142,7 +142,7 @@ func TestSubmitErrorsAreClassified(t *testing.T) {
 		t.Run(tc.fail.Code, func(t *testing.T) {
 			g := NewWithT(t)
 			f.Fail(tc.fail)
-			_, err := dashscope.Adapter{}.Submit(context.Background(), call(f, "wan2.5-i2i-preview", editRequest))
+			_, err := dashscope.Adapter{Client: fakeupstream.Client()}.Submit(context.Background(), call(f, "wan2.5-i2i-preview", editRequest))
 			ue := classOf(t, err)
 			g.Expect(ue.Class).To(Equal(tc.class))
 			g.Expect(ue.Code).To(Equal(tc.code))
@@ -157,7 +157,7 @@ func TestFakeValidates(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewDashScope()
 	defer f.Close()
-	a := dashscope.Adapter{}
+	a := dashscope.Adapter{Client: fakeupstream.Client()}
 	// An edit model without reference images goes to text2image, which the
 	// fake (like DashScope) refuses for it.
 	_, err := a.Submit(context.Background(), call(f, "wan2.5-i2i-preview", `{"prompt":"p","n":1}`))
@@ -182,7 +182,7 @@ func TestCancel(t *testing.T) {
 	f := fakeupstream.NewDashScope()
 	defer f.Close()
 	f.SetPlan(fakeupstream.DashScopePlan{Polls: 3})
-	a := dashscope.Adapter{}
+	a := dashscope.Adapter{Client: fakeupstream.Client()}
 	c := call(f, "wan2.5-i2i-preview", editRequest)
 	s, err := a.Submit(context.Background(), c)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -23,7 +23,7 @@ func TestSubmitMultimodalEdit(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewDashScope()
 	defer f.Close()
-	a := dashscope.Adapter{}
+	a := dashscope.Adapter{Client: fakeupstream.Client()}
 	s, err := a.Submit(context.Background(), editCall(f, "qwen-image-edit-plus", editRequest))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(s.ID).To(BeEmpty(), "a synchronous service has no task")
@@ -45,7 +45,7 @@ func TestSubmitMultimodalEdit(t *testing.T) {
 		"parameters": map[string]any{"size": "1280*720", "n": float64(1), "negative_prompt": "blur",
 			"prompt_extend": false, "watermark": false, "seed": float64(42)}}))
 
-	resp, err := http.Get(s.Final.Outputs[0].URL) // downloaded without the credential
+	resp, err := fakeupstream.Client().Get(s.Final.Outputs[0].URL) // downloaded without the credential
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
@@ -58,7 +58,7 @@ func TestMultimodalEditFailures(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewDashScope()
 	defer f.Close()
-	a := dashscope.Adapter{}
+	a := dashscope.Adapter{Client: fakeupstream.Client()}
 	ctx := context.Background()
 
 	// Content inspection refuses the edit at once: never retried elsewhere.

@@ -18,7 +18,7 @@ func TestCountTokens(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewGemini()
 	defer f.Close()
-	p := New(nil, nil)
+	p := New(fakeupstream.Client(), nil)
 	b := upstream.Backend{Name: "gem", Provider: Name, BaseURL: f.URL, APIKey: f.Key(), UpstreamModel: "gemini-2.5-flash"}
 
 	n, err := upstream.CountTokens(context.Background(), p, b, countBody, nil, "beta=true")

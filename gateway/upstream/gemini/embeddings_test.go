@@ -23,7 +23,7 @@ func TestEmbed(t *testing.T) {
 	ctx := context.Background()
 	f := fakeupstream.NewGemini()
 	defer f.Close()
-	p := New(nil, nil)
+	p := New(fakeupstream.Client(), nil)
 	b := upstream.Backend{Name: "gem", Provider: Name, BaseURL: f.URL, APIKey: f.Key(), UpstreamModel: "gemini-embedding-001"}
 
 	res, err := upstream.Embed(ctx, p, b, upstream.EmbedRequest{Texts: []string{"hello world"}, Dimensions: 16})

@@ -29,7 +29,7 @@ func mediaCall(f *fakeupstream.GeminiMedia, kind upstream.Kind, model, request s
 func loopbackDownloads() *http.Client {
 	g := &netguard.Guard{}
 	g.AllowLoopback()
-	return upstream.NewEgress(upstream.EgressOptions{Guard: g}).Downloads
+	return upstream.NewEgress(upstream.EgressOptions{Guard: g, RootCAs: fakeupstream.RootCAs()}).Downloads
 }
 
 // refServer serves reference images on loopback (allowed for the test).
@@ -62,7 +62,7 @@ func TestImageGenerateWithReference(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, img := refServer(t)
-	p := gemini.New(nil, loopbackDownloads())
+	p := gemini.New(fakeupstream.Client(), loopbackDownloads())
 	c := mediaCall(f, upstream.Image, "gemini-3-pro-image-preview",
 		`{"prompt":"a cat in a hat","n":1,"size":"16:9","image_urls":["`+refs.URL+`/cat.png"],"metadata":{"resolution":"4K"}}`)
 
@@ -95,7 +95,7 @@ func TestImageSizesAndOptions(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
-	p := gemini.New(nil, loopbackDownloads())
+	p := gemini.New(fakeupstream.Client(), loopbackDownloads())
 	for _, tc := range []struct {
 		request string
 		options map[string]string
@@ -130,7 +130,7 @@ func TestImageRefusalsAndErrors(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, _ := refServer(t)
-	p := gemini.New(nil, loopbackDownloads())
+	p := gemini.New(fakeupstream.Client(), loopbackDownloads())
 	ctx := context.Background()
 	c := mediaCall(f, upstream.Image, "gemini-2.5-flash-image", `{"prompt":"something bad"}`)
 
@@ -185,7 +185,7 @@ func TestVeoSubmitPollDownload(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, img := refServer(t)
-	p := gemini.New(nil, loopbackDownloads())
+	p := gemini.New(fakeupstream.Client(), loopbackDownloads())
 	ctx := context.Background()
 	mp4 := []byte("\x00\x00\x00\x18ftypmp42 veo clip")
 	f.SetVideoPlan(fakeupstream.VeoPlan{Polls: 1, RateLimited: 1, RetryDelay: "3s", Output: mp4})
@@ -233,7 +233,7 @@ func TestVeoMapping(t *testing.T) {
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
 	refs, _ := refServer(t)
-	p := gemini.New(nil, loopbackDownloads())
+	p := gemini.New(fakeupstream.Client(), loopbackDownloads())
 	ctx := context.Background()
 	for _, tc := range []struct {
 		request string
@@ -267,7 +267,7 @@ func TestVeoFailures(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewGeminiMedia()
 	defer f.Close()
-	p := gemini.New(nil, loopbackDownloads())
+	p := gemini.New(fakeupstream.Client(), loopbackDownloads())
 	ctx := context.Background()
 	c := mediaCall(f, upstream.Video, "veo-3.1-fast-generate-preview", `{"prompt":"x","duration":8}`)
 	run := func(plan fakeupstream.VeoPlan) upstream.Status {

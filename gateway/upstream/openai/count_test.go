@@ -15,7 +15,7 @@ func TestCountTokens(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewOpenAI()
 	defer f.Close()
-	p := openai.New(nil)
+	p := openai.New(fakeupstream.Client())
 	b := upstream.Backend{Name: "oa", Provider: openai.Name, BaseURL: f.URL + "/v1", APIKey: f.Key(), UpstreamModel: "gpt-up",
 		Options: map[string]string{"project": "proj_1"}}
 	body := []byte(`{"model":"client-model","system":"be brief","temperature":0.5,"messages":[{"role":"user","content":"how many tokens?"}],` +

@@ -15,7 +15,7 @@ func TestEmbed(t *testing.T) {
 	ctx := context.Background()
 	f := fakeupstream.NewOpenAI()
 	defer f.Close()
-	p := New(nil)
+	p := New(fakeupstream.Client())
 	b := upstream.Backend{Name: "oai", Provider: Name, BaseURL: f.URL + "/v1", APIKey: f.Key(), UpstreamModel: "text-embedding-3-small"}
 	body := []byte(`{"model":"client-model","input":["a b","c"],"encoding_format":"base64","dimensions":4,"user":"u-1"}`)
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ func classOf(t *testing.T, err error) *upstream.Error {
 func TestGPTImageAnswersBase64Bytes(t *testing.T) {
 	f := fakeupstream.NewOpenAIImages()
 	defer f.Close()
-	s, err := openai.New(nil).Submit(context.Background(),
+	s, err := openai.New(fakeupstream.Client()).Submit(context.Background(),
 		call(f, "gpt-image-1", `{"model":"brand-4-0","prompt":"two lamps","n":2,"size":"16:9","metadata":{"watermark":true}}`, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +70,7 @@ func TestGPTImageAnswersBase64Bytes(t *testing.T) {
 func TestDallEAnswersURLs(t *testing.T) {
 	f := fakeupstream.NewOpenAIImages()
 	defer f.Close()
-	s, err := openai.New(nil).Submit(context.Background(),
+	s, err := openai.New(fakeupstream.Client()).Submit(context.Background(),
 		call(f, "dall-e-2", `{"model":"m","prompt":"a fox"}`, map[string]string{"size": "512x512"}))
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +78,7 @@ func TestDallEAnswersURLs(t *testing.T) {
 	if len(s.Final.Outputs) != 1 || s.Final.Outputs[0].URL == "" {
 		t.Fatalf("outputs %+v", s.Final.Outputs)
 	}
-	resp, err := http.Get(s.Final.Outputs[0].URL)
+	resp, err := fakeupstream.Client().Get(s.Final.Outputs[0].URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +89,7 @@ func TestDallEAnswersURLs(t *testing.T) {
 	}
 
 	// b64_json on request, through the backend option.
-	s, err = openai.New(nil).Submit(context.Background(),
+	s, err = openai.New(fakeupstream.Client()).Submit(context.Background(),
 		call(f, "dall-e-3", `{"model":"m","prompt":"a fox","size":"9:16"}`,
 			map[string]string{"responseFormat": "b64_json", "portraitSize": "1024x1792"}))
 	if err != nil {
@@ -104,7 +103,7 @@ func TestDallEAnswersURLs(t *testing.T) {
 func TestErrorsAreClassified(t *testing.T) {
 	f := fakeupstream.NewOpenAIImages()
 	defer f.Close()
-	a := openai.New(nil)
+	a := openai.New(fakeupstream.Client())
 	c := call(f, "gpt-image-1", `{"model":"m","prompt":"p"}`, nil)
 
 	f.Fail(fakeupstream.ImageFailure{Status: 500, Message: "The server had an error while processing your request."})

@@ -27,7 +27,7 @@ func TestVideoSubmitPollDownload(t *testing.T) {
 	defer f.Close()
 	mp4 := []byte("\x00\x00\x00\x18ftypmp42 a short clip")
 	f.SetPlan(fakeupstream.VideoPlan{Polls: 2, RateLimited: 1, RetryAfter: "7", Output: mp4})
-	p := openai.New(nil)
+	p := openai.New(fakeupstream.Client())
 	ctx := context.Background()
 	c := videoCall(f, `{"model":"brand-video","prompt":"a lighthouse","duration":6,"ratio":"16:9",
 		"image_with_roles":[{"url":"https://img.example/first.png","role":"first_frame"}]}`, 6)
@@ -66,7 +66,7 @@ func TestVideoFailures(t *testing.T) {
 	g := NewWithT(t)
 	f := fakeupstream.NewOpenAIVideos()
 	defer f.Close()
-	p := openai.New(nil)
+	p := openai.New(fakeupstream.Client())
 	ctx := context.Background()
 	c := videoCall(f, `{"prompt":"x"}`, 4)
 

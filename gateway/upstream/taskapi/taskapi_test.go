@@ -34,7 +34,7 @@ func classOf(t *testing.T, err error) *upstream.Error {
 
 func fetch(t *testing.T, u string) []byte {
 	t.Helper()
-	resp, err := http.Get(u)
+	resp, err := fakeupstream.Client().Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestVideoTaskRunsToCompletion(t *testing.T) {
 	defer f.Close()
 	video := []byte("\x00\x00\x00\x18ftypmp42 a small video")
 	f.SetPlan(fakeupstream.TaskPlan{Polls: 2, Output: video, ContentType: "video/mp4", ReportSeconds: 6})
-	a := taskapi.Adapter{}
+	a := taskapi.Adapter{Client: fakeupstream.Client()}
 	c := call(f, upstream.Video, "task_abc", `{"model":"brand-video","prompt":"a cat","duration":8,"ratio":"16:9"}`)
 
 	s, err := a.Submit(context.Background(), c)
@@ -99,7 +99,7 @@ func TestVideoTaskRunsToCompletion(t *testing.T) {
 func TestARepeatedSubmissionReplaysTheFirst(t *testing.T) {
 	f := fakeupstream.NewTaskAPI()
 	defer f.Close()
-	a := taskapi.Adapter{}
+	a := taskapi.Adapter{Client: fakeupstream.Client()}
 	c := call(f, upstream.Image, "task_same", `{"model":"img","prompt":"two","n":2}`)
 	s1, err := a.Submit(context.Background(), c)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestRateLimitedPollsCarryRetryAfter(t *testing.T) {
 	defer f.Close()
 	now := time.Now()
 	f.SetPlan(fakeupstream.TaskPlan{RateLimited: 1, RetryAfter: "7"})
-	a := taskapi.Adapter{Now: func() time.Time { return now }}
+	a := taskapi.Adapter{Client: fakeupstream.Client(), Now: func() time.Time { return now }}
 	c := call(f, upstream.Image, "task_rl", `{"model":"img","prompt":"p"}`)
 	s, err := a.Submit(context.Background(), c)
 	if err != nil {
@@ -158,7 +158,7 @@ func TestRateLimitedPollsCarryRetryAfter(t *testing.T) {
 func TestSubmissionFailuresAreClassified(t *testing.T) {
 	f := fakeupstream.NewTaskAPI()
 	defer f.Close()
-	a := taskapi.Adapter{}
+	a := taskapi.Adapter{Client: fakeupstream.Client()}
 	c := call(f, upstream.Video, "task_x", `{"model":"v","prompt":"p"}`)
 
 	f.FailSubmits(fakeupstream.SubmitFailure{Status: 500, Message: "boom"})
@@ -217,7 +217,7 @@ func TestSubmissionFailuresAreClassified(t *testing.T) {
 func TestUpstreamFailureAndLostTasks(t *testing.T) {
 	f := fakeupstream.NewTaskAPI()
 	defer f.Close()
-	a := taskapi.Adapter{}
+	a := taskapi.Adapter{Client: fakeupstream.Client()}
 	f.SetPlan(fakeupstream.TaskPlan{Polls: 1, Fail: "the content was flagged by moderation"})
 	c := call(f, upstream.Video, "task_f", `{"model":"v","prompt":"p"}`)
 	s, err := a.Submit(context.Background(), c)
@@ -248,7 +248,7 @@ func TestUpstreamFailureAndLostTasks(t *testing.T) {
 func TestValidationErrorFromTheUpstreamIsPermanent(t *testing.T) {
 	f := fakeupstream.NewTaskAPI()
 	defer f.Close()
-	_, err := taskapi.Adapter{}.Submit(context.Background(), call(f, upstream.Image, "task_v", `{"model":"img","prompt":"  "}`))
+	_, err := taskapi.Adapter{Client: fakeupstream.Client()}.Submit(context.Background(), call(f, upstream.Image, "task_v", `{"model":"img","prompt":"  "}`))
 	if ue := classOf(t, err); ue.Class != upstream.Permanent || ue.Message != "prompt is required" {
 		t.Fatalf("%+v", ue)
 	}

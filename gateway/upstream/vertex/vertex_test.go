@@ -64,7 +64,7 @@ func TestURL(t *testing.T) {
 
 func TestProtocolsFollowThePublisher(t *testing.T) {
 	g := NewWithT(t)
-	p := New(nil)
+	p := New(fakeupstream.Client())
 	gem := upstream.Backend{UpstreamModel: "gemini-2.5-flash"}
 	claude := upstream.Backend{UpstreamModel: "claude-sonnet-4@20250514"}
 	g.Expect(upstream.UpstreamProtocolFor(p, gem, upstream.Messages)).To(Equal(upstream.Gemini))
@@ -82,7 +82,7 @@ func setup(t *testing.T) (*fakeupstream.Server, *Provider, upstream.Backend, ups
 	opts := map[string]string{OptionRegion: "us-east5"}
 	gem := upstream.Backend{Name: "gem", Provider: Name, BaseURL: fake.URL, APIKey: sa, UpstreamModel: "gemini-2.5-flash", Options: opts}
 	claude := upstream.Backend{Name: "claude", Provider: Name, BaseURL: fake.URL, APIKey: sa, UpstreamModel: "claude-sonnet-4@20250514", Options: opts}
-	return fake, New(nil), gem, claude
+	return fake, New(fakeupstream.Client()), gem, claude
 }
 
 var chatBody = []byte(`{"model":"client-model","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`)
