@@ -70,10 +70,17 @@ func (h *Batches) CreateMessageBatch(w http.ResponseWriter, r *http.Request, p *
 	}
 	body := http.MaxBytesReader(w, r.Body, h.Files.MaxBytes()+multipartOverhead)
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeRequestLines(body, pw)) }()
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		pw.CloseWithError(writeRequestLines(body, pw))
+	}()
 	in, err := h.Files.Create(ctx, files.Upload{UserID: p.UserID, TokenID: p.TokenID, Purpose: files.PurposeBatch,
 		Filename: id + "_requests.jsonl"}, pr)
+	// A store that gave up early stops the writer at its next line; the
+	// body is not read once the handler returned.
 	_ = pr.Close()
+	<-written
 	if re, ok := errors.AsType[*requestsError](err); ok {
 		messagesFail(w, http.StatusBadRequest, re.msg)
 		return
