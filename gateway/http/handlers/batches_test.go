@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -232,6 +233,54 @@ var _ = Describe("files and batches", func() {
 		Expect(l.Items).To(BeEmpty(), "nothing created")
 	})
 
+	It("pages batches and message batches newest first", func() {
+		_, f := uploadBatchFile(acct.Key, batchLine("a", "/v1/chat/completions", model))
+		var ids []string
+		for range 3 {
+			status, b, _ := call("POST", "/v1/batches", bearer(acct.Key), map[string]any{
+				"input_file_id": f["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+			Expect(status).To(Equal(http.StatusOK))
+			ids = append(ids, b["id"].(string))
+		}
+		ids = newestFirst(acct.Namespace, ids)
+		idsOf := func(page map[string]any) (out []string) {
+			for _, d := range page["data"].([]any) {
+				out = append(out, d.(map[string]any)["id"].(string))
+			}
+			return out
+		}
+		_, page, _ := call("GET", "/v1/batches?limit=2", bearer(acct.Key), nil)
+		Expect(idsOf(page)).To(Equal(ids[:2]))
+		Expect(page).To(HaveKeyWithValue("has_more", true))
+		Expect(page).To(HaveKeyWithValue("last_id", ids[1]))
+		_, page, _ = call("GET", "/v1/batches?limit=2&after="+ids[1], bearer(acct.Key), nil)
+		Expect(idsOf(page)).To(Equal(ids[2:]))
+		Expect(page).To(HaveKeyWithValue("has_more", false))
+		status, _, _ := call("GET", "/v1/batches?limit=101", bearer(acct.Key), nil)
+		Expect(status).To(Equal(http.StatusBadRequest))
+
+		hdr := map[string]string{"x-api-key": acct.Key}
+		var mids []string
+		for i := range 3 {
+			status, mb, _ := call("POST", "/v1/messages/batches", hdr, map[string]any{"requests": []any{
+				map[string]any{"custom_id": fmt.Sprint("r", i), "params": map[string]any{"model": model, "max_tokens": 8,
+					"messages": []any{map[string]any{"role": "user", "content": "hi"}}}}}})
+			Expect(status).To(Equal(http.StatusOK), "%v", mb)
+			mids = append(mids, mb["id"].(string))
+		}
+		mids = newestFirst(acct.Namespace, mids)
+		_, page, _ = call("GET", "/v1/messages/batches?limit=2", hdr, nil)
+		Expect(idsOf(page)).To(Equal(mids[:2]))
+		Expect(page).To(HaveKeyWithValue("has_more", true))
+		_, page, _ = call("GET", "/v1/messages/batches?limit=2&after_id="+mids[1], hdr, nil)
+		Expect(idsOf(page)).To(Equal(mids[2:]))
+		Expect(page).To(HaveKeyWithValue("has_more", false))
+		_, page, _ = call("GET", "/v1/messages/batches?limit=1&before_id="+mids[2], hdr, nil)
+		Expect(idsOf(page)).To(Equal(mids[1:2]))
+		Expect(page).To(HaveKeyWithValue("has_more", true))
+		Expect(page).To(HaveKeyWithValue("first_id", mids[1]))
+	})
+
 	It("serves Anthropic message batches on the same resource", func() {
 		hdr := map[string]string{"x-api-key": acct.Key, "anthropic-version": "2023-06-01"}
 		params := func(m string) map[string]any {
@@ -340,6 +389,23 @@ var _ = Describe("files and batches", func() {
 		Expect(status).To(Equal(http.StatusNotFound), "its files went with it")
 	})
 })
+
+// newestFirst orders batch IDs as the lists do: by creation (second
+// precision) and then by ID, both descending.
+func newestFirst(namespace string, ids []string) []string {
+	created := map[string]time.Time{}
+	for _, id := range ids {
+		created[id] = batchCR(namespace, id).CreationTimestamp.Time
+	}
+	out := slices.Clone(ids)
+	slices.SortFunc(out, func(a, b string) int {
+		if c := created[b].Compare(created[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(b, a)
+	})
+	return out
+}
 
 // writeResult stores one result line as the controller would, through the
 // stack's files store, and returns the file ID.
