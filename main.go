@@ -37,6 +37,7 @@ import (
 	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/files"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
+	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/http/handlers"
 	"github.com/modelgate/modelgate/gateway/platform/devenv"
 	"github.com/modelgate/modelgate/gateway/platform/kubescheme"
@@ -434,6 +435,7 @@ type gatewayFlags struct {
 	submitWait  time.Duration
 	leaseTTL    time.Duration
 	durability  usagelog.Durability
+	consoleOIDC console.OIDC
 }
 
 func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
@@ -466,7 +468,28 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 			g.leaseTTL = d
 			return err
 		})
+	g.registerConsoleOIDC(fs)
 	fs.BoolVar(&g.probeImages, "probe-reference-images", true, "download reference images of the multi-image family to check format, size and aspect (turn off without egress)")
+}
+
+// registerConsoleOIDC adds the flags of the console's OpenID Connect
+// sign-in (docs/console.md); without --console-oidc-issuer it is off.
+func (g *gatewayFlags) registerConsoleOIDC(fs *flag.FlagSet) {
+	o := &g.consoleOIDC
+	fs.StringVar(&o.Issuer, "console-oidc-issuer", "", "issuer URL of the OpenID Connect provider the tenant console signs in with; empty: access-token sign-in only")
+	fs.StringVar(&o.ClientID, "console-oidc-client-id", "", "the console's client ID at the OpenID Connect provider")
+	fs.Func("console-oidc-client-secret-file", "file holding the console's client secret at the OpenID Connect provider (read at start; none: a public client, PKCE only)",
+		func(path string) error {
+			b, err := os.ReadFile(path)
+			if err == nil && strings.TrimSpace(string(b)) == "" {
+				err = fmt.Errorf("%s is empty", path)
+			}
+			o.ClientSecret = strings.TrimSpace(string(b))
+			return err
+		})
+	fs.StringVar(&o.RedirectURL, "console-oidc-redirect-url", "", "the console's callback URL registered at the provider; default: the request's scheme and host + "+console.CallbackPath)
+	fs.StringVar(&o.GroupsClaim, "console-oidc-groups-claim", console.DefaultGroupsClaim, "ID token claim holding the user's groups, matched against Tenant spec.console.oidc")
+	fs.StringVar(&o.PlatformAdminGroup, "console-platform-admin-group", "", "group whose members sign in as platform admins (no tenant; "+console.PlatformPath+"); empty: none")
 }
 
 // options are the gateway's options; NewSystem sets the system namespace.
@@ -478,7 +501,8 @@ func (g *gatewayFlags) options(dataDir string) wire.Options {
 		ConsoleSessionKey: []byte(os.Getenv("MODELGATE_CONSOLE_SESSION_KEY")),
 		BlobURL:           os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
-		UploadTTL: g.uploadTTL, BatchFileMaxBytes: g.batchFileMB << 20, SubmitWait: submitWaitOption(g.submitWait), LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
+		UploadTTL: g.uploadTTL, BatchFileMaxBytes: g.batchFileMB << 20, SubmitWait: submitWaitOption(g.submitWait),
+		LeaseTTL: g.leaseTTL, UsageDurability: g.durability, ConsoleOIDC: g.consoleOIDC}
 }
 
 func runGateway(ctx context.Context, args []string) error {

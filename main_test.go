@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/modelgate/modelgate/gateway/housekeeping"
+	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/upstream"
 	"github.com/modelgate/modelgate/gateway/wire"
 )
@@ -109,4 +110,47 @@ func TestUpstreamCAFile(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("holds no PEM certificate")))
 	_, err = client("--upstream-ca-file", filepath.Join(dir, "missing.pem"))
 	g.Expect(err).To(HaveOccurred())
+}
+
+// The --console-oidc-* flags reach wire.Options.ConsoleOIDC on the
+// gateway's flag set (which dev shares): the secret is read from its file
+// and trimmed, an empty file fails at start, and without an issuer OIDC is
+// off.
+func TestConsoleOIDCFlags(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	g.Expect(os.WriteFile(secret, []byte("s3cret\n"), 0o600)).To(Succeed())
+	empty := filepath.Join(dir, "empty")
+	g.Expect(os.WriteFile(empty, []byte("\n"), 0o600)).To(Succeed())
+	parse := func(args ...string) (wire.Options, error) {
+		var gf gatewayFlags
+		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		gf.register(fs, ":8080")
+		err := fs.Parse(args)
+		return gf.options(dir), err
+	}
+
+	o, err := parse("--console-oidc-issuer", "https://login.example.com/realms/acme", "--console-oidc-client-id", "modelgate-console",
+		"--console-oidc-client-secret-file", secret, "--console-oidc-groups-claim", "roles", "--console-platform-admin-group", "ops",
+		"--console-oidc-redirect-url", "https://gw.example.com/console/oidc/callback")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.ConsoleOIDC).To(Equal(console.OIDC{Issuer: "https://login.example.com/realms/acme", ClientID: "modelgate-console",
+		ClientSecret: "s3cret", GroupsClaim: "roles", PlatformAdminGroup: "ops", RedirectURL: "https://gw.example.com/console/oidc/callback"}))
+	g.Expect(o.ConsoleOIDC.Validate()).To(Succeed())
+
+	o, err = parse()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.ConsoleOIDC.Enabled()).To(BeFalse())
+	g.Expect(o.ConsoleOIDC.GroupsClaim).To(Equal(console.DefaultGroupsClaim))
+
+	_, err = parse("--console-oidc-client-secret-file", empty)
+	g.Expect(err).To(MatchError(ContainSubstring("is empty")))
+	o, err = parse("--console-oidc-issuer", "https://login.example.com")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.ConsoleOIDC.Validate()).To(MatchError(ContainSubstring("client ID")))
+	o, err = parse("--console-oidc-issuer", "login.example.com", "--console-oidc-client-id", "c")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.ConsoleOIDC.Validate()).To(MatchError(ContainSubstring("not an http(s) URL")))
 }

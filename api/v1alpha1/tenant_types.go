@@ -83,6 +83,43 @@ type TenantSpec struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b == a))",message="alerts must not repeat a threshold"
 	Alerts []TenantAlert `json:"alerts,omitempty"`
+
+	// console configures who may sign in to the tenant console for this
+	// tenant besides the holders of its access token.
+	// +optional
+	Console *TenantConsole `json:"console,omitempty"`
+}
+
+// TenantConsole configures the tenant console for one tenant.
+type TenantConsole struct {
+	// oidc maps the groups of the platform's OpenID Connect provider to the
+	// tenant's console roles.
+	// +optional
+	OIDC *TenantConsoleOIDC `json:"oidc,omitempty"`
+}
+
+// OIDCGroup is one value of the identity provider's groups claim.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=256
+type OIDCGroup string
+
+// TenantConsoleOIDC are the identity provider's groups whose members sign in
+// to this tenant's console, and with which role. A member of both lists is
+// a key manager.
+type TenantConsoleOIDC struct {
+	// viewerGroups are groups whose members see the tenant's pages but may
+	// not create, change or delete keys.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	ViewerGroups []OIDCGroup `json:"viewerGroups,omitempty"`
+
+	// keyManagerGroups are groups whose members see the tenant's pages and
+	// manage its keys.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	KeyManagerGroups []OIDCGroup `json:"keyManagerGroups,omitempty"`
 }
 
 // WebhookSpec is where and how webhooks (task events and budget alerts) are

@@ -22,6 +22,9 @@
 //     SweepExpiredLeases, RefundStale, DeleteRateWindows.
 //   - Usage endpoints: ListUsage, SummarizeUsage (ErrInvalidQuery → 422,
 //     ErrQueryTimeout → 503).
+//   - Console: UsageSeries for a tenant's charts; PlatformSeries and
+//     PlatformTotals, every tenant's usage together, for the platform
+//     overview.
 //
 // All money is billing.Quota. Lock order in every transaction is reservation
 // → token → tenant → lease, so concurrent transactions never deadlock.

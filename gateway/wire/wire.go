@@ -72,6 +72,9 @@ type Options struct {
 	ConsoleSessionKey []byte
 	// NoConsole turns the tenant console (/console/) off.
 	NoConsole bool
+	// ConsoleOIDC configures the console's sign-in with an OpenID Connect
+	// provider (--console-oidc-*); zero: access-token sign-in only.
+	ConsoleOIDC console.OIDC
 	// Blobs is an open store to use (dev shares one with the controllers);
 	// nil opens one from the Blob* options.
 	Blobs *blob.Store
@@ -244,9 +247,13 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		if err != nil {
 			return nil, err
 		}
+		if err := o.ConsoleOIDC.Validate(); err != nil {
+			return nil, err
+		}
 		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
 			Catalog: pricingHandler.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key,
-			Writer: mgr.GetClient(), Registry: ledger, KnowsKey: authn.KnowsKey, Live: mgr.GetAPIReader()})
+			Writer: mgr.GetClient(), Registry: ledger, KnowsKey: authn.KnowsKey, Live: mgr.GetAPIReader(),
+			OIDC: o.ConsoleOIDC, Unmatched: handlers.Unmatched})
 	}
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())

@@ -15,9 +15,12 @@ import (
 // One stack serves every browser test of the package: a process registers
 // each controller name once.
 var (
-	stackOnce   sync.Once
-	shared      *framework.Stack
-	sharedErr   error
+	stackOnce sync.Once
+	shared    *framework.Stack
+	sharedErr error
+	// idp is the stack's OpenID Connect provider (the console's
+	// --console-oidc-* flags point at it).
+	idp         *framework.OIDCProvider
 	publishOnce sync.Once
 	publishErr  error
 )
@@ -26,6 +29,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		_ = shared.Stop()
+	}
+	if idp != nil {
+		_ = idp.Shutdown()
 	}
 	os.Exit(code)
 }
@@ -40,7 +46,10 @@ func browserStack(t *testing.T) *framework.Stack {
 			sharedErr = err
 			return
 		}
-		shared, sharedErr = framework.StartStack(framework.StackOptions{Dir: dir})
+		if idp, sharedErr = framework.StartOIDC(); sharedErr != nil {
+			return
+		}
+		shared, sharedErr = framework.StartStack(framework.StackOptions{Dir: dir, ConsoleOIDC: idp.ConsoleConfig("")})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)

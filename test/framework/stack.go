@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/http/handlers"
 	"github.com/modelgate/modelgate/gateway/http/server"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
@@ -73,6 +74,9 @@ type StackOptions struct {
 	// another pod of the Deployment would be; the load harness compares
 	// usage durabilities side by side this way.
 	MoreGateways []GatewayOptions
+	// ConsoleOIDC configures the console's OpenID Connect sign-in
+	// (OIDCProvider.ConsoleConfig); zero: access-token sign-in only.
+	ConsoleOIDC console.OIDC
 }
 
 // GatewayOptions configure one of StackOptions.MoreGateways.
@@ -120,7 +124,7 @@ func (s *Stack) start(o StackOptions) error {
 		// A loaded test machine can take longer than the default for the
 		// controller's first submission; the wait ends at its outcome, so a
 		// longer bound only makes a synchronous refusal's 422 deterministic.
-		SubmitWait: 15 * time.Second}
+		SubmitWait: 15 * time.Second, ConsoleOIDC: o.ConsoleOIDC}
 	if gwOpts.DataDir == "" {
 		gwOpts.DataDir = os.TempDir()
 	}

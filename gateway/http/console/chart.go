@@ -106,6 +106,8 @@ type bar struct {
 }
 
 type chartData struct {
+	// ID and TableID are the element IDs of the chart and its breakdown.
+	ID, TableID              string
 	Options                  chartOptions
 	MetricLabel, BucketLabel string
 	Groups                   []group
@@ -125,7 +127,7 @@ type chartLink struct {
 // keys by ID (a key the cache no longer has is shown by its ID).
 func layoutChart(o chartOptions, start, end int64, points []store.SeriesPoint, keyNames map[int64]string) chartData {
 	const top, bottom, left, barGap = 12.0, 28.0, 8.0, 2.0
-	d := chartData{Options: o, MetricLabel: metricLabels[o.Metric], W: 640, H: 200}
+	d := chartData{ID: "usage-chart", TableID: "breakdown", Options: o, MetricLabel: metricLabels[o.Metric], W: 640, H: 200}
 	d.BucketLabel = map[int64]string{store.BucketHour: "hour", store.BucketDay: "UTC day"}[o.Bucket]
 
 	// Groups by their window total, largest first; past maxGroups, "Other".

@@ -1,10 +1,14 @@
 // Package console serves the tenant console at /console/: a few
 // server-rendered pages (overview, keys, usage, tasks, prices, audit) for the owner
 // of one account, signed in with the account's usage access token and user
-// ID, the credentials of GET /api/usage/tokens/*. Sessions are stateless
-// signed cookies, so any gateway replica serves any session. Pages are
+// ID, the credentials of GET /api/usage/tokens/*, or with the platform's
+// OpenID Connect provider, whose groups the Tenant maps to a role (viewer or
+// key manager). Sessions are stateless signed cookies, so any gateway
+// replica serves any session. Pages are
 // html/template with embedded assets; the Keys page manages the account's
-// keys through the code POST /v1/tokens uses; see docs/console.md.
+// keys through the code POST /v1/tokens uses. A read-only platform overview
+// (/console/platform) serves platform admins, who have no tenant; see
+// docs/console.md.
 package console
 
 import (
@@ -58,6 +62,10 @@ type Ledger interface {
 	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
 	ListUsage(ctx context.Context, uq store.UsageQuery) (store.Page[store.UsageRecord], error)
 	UsageSeries(ctx context.Context, q store.SeriesQuery) ([]store.SeriesPoint, error)
+	// PlatformSeries and PlatformTotals are every tenant's usage together
+	// (the platform overview).
+	PlatformSeries(ctx context.Context, q store.PlatformQuery) ([]store.SeriesPoint, error)
+	PlatformTotals(ctx context.Context, q store.PlatformQuery) ([]store.SpendTotal, error)
 }
 
 // Catalog builds the tenant's price catalog as GET /v1/pricing does
@@ -68,7 +76,8 @@ type Catalog func(ctx context.Context, tenant *v1.Tenant, q pricing.CatalogQuery
 type Deps struct {
 	Accounts Accounts
 	Ledger   Ledger
-	// Cache reads the tenant's ApiTokens and GenerationTasks.
+	// Cache reads the tenant's ApiTokens and GenerationTasks, and for the
+	// platform overview every Tenant and GenerationTask.
 	Cache   client.Reader
 	Catalog Catalog
 	// Results signs the result links of completed tasks, as GET
@@ -91,6 +100,14 @@ type Deps struct {
 	// for the audit page (the gateway watches no Events), and the key an
 	// action changes, so the change starts from its current version.
 	Live client.Reader
+	// OIDC configures sign-in with the platform's identity provider; zero:
+	// the access-token sign-in only.
+	OIDC OIDC
+	// Unmatched answers a request no route matches, as the gateway's
+	// server does (handlers.Unmatched); the platform overview answers a
+	// request without a platform admin's session with it. nil: net/http's
+	// 404.
+	Unmatched func(w http.ResponseWriter, r *http.Request, status int, allow []string)
 }
 
 // DefaultSessionTTL is the lifetime of a session.
@@ -111,6 +128,8 @@ var staticFS embed.FS
 type Console struct {
 	d     Deps
 	pages map[string]*template.Template
+	// oidc is the relying party of OIDC sign-in; nil when not configured.
+	oidc *oidcClient
 }
 
 // New parses the templates and returns the console.
@@ -125,9 +144,12 @@ func New(d Deps) *Console {
 		panic("console: a session key is required")
 	}
 	c := &Console{d: d, pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "overview", "keys", "usage", "tasks", "prices", "audit"} {
+	if d.OIDC.Enabled() {
+		c.oidc = newOIDCClient(d.OIDC)
+	}
+	for _, name := range []string{"signin", "continue", "overview", "keys", "usage", "tasks", "prices", "audit", "platform"} {
 		c.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
-			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+			ParseFS(templateFS, "templates/layout.html", "templates/chart.html", "templates/"+name+".html"))
 	}
 	return c
 }
@@ -142,6 +164,8 @@ func Register(mux Mux, d Deps) {
 	mux.Handle("GET /console/signin", secure(http.HandlerFunc(c.signinForm)))
 	mux.Handle("POST /console/signin", secure(http.HandlerFunc(c.signin)))
 	mux.Handle("POST /console/signout", secure(http.HandlerFunc(c.signout)))
+	mux.Handle("GET "+LoginPath, secure(http.HandlerFunc(c.oidcLogin)))
+	mux.Handle("GET "+CallbackPath, secure(http.HandlerFunc(c.oidcCallback)))
 	mux.Handle("GET /console/overview", secure(c.session(c.overview)))
 	mux.Handle("GET /console/keys", secure(c.session(c.keys)))
 	mux.Handle("GET /console/usage", secure(c.session(c.usage)))
@@ -153,6 +177,9 @@ func Register(mux Mux, d Deps) {
 	mux.Handle("POST /console/keys/{name}/delete", secure(c.action(c.deleteKey)))
 	mux.Handle("GET /console/audit", secure(c.session(c.audit)))
 	mux.Handle("GET /console/usage.csv", secure(c.session(c.usageCSV)))
+	// Not behind secure: without a platform admin the answer is the
+	// gateway's own 404, headers and all (platformGuard).
+	mux.Handle("GET /console/platform", c.platformGuard(c.platform))
 }
 
 // secure sets the headers every console response carries.
@@ -202,6 +229,10 @@ func (c *Console) session(page pageFunc) http.Handler {
 
 func (c *Console) index(w http.ResponseWriter, r *http.Request) {
 	if c.tenantOf(r) == nil {
+		if _, ok := c.platformAdminOf(r); ok {
+			http.Redirect(w, r, PlatformPath, http.StatusSeeOther)
+			return
+		}
 		http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 		return
 	}
@@ -213,16 +244,25 @@ type view struct {
 	Title  string
 	Page   string
 	Tenant *v1.Tenant
-	Error  string
-	Data   any
+	// Admin is the platform admin's subject on the platform overview
+	// (no tenant).
+	Admin string
+	Error string
+	Data  any
 	// CSRF is the session's CSRF token for the page's forms.
 	CSRF string
+	// Who names the signed-in person and role of an OIDC session; empty
+	// for an access-token session.
+	Who string
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if v.Tenant != nil {
 		v.CSRF = c.csrfToken(r)
+		if s := c.oidcSessionOf(r); s != nil {
+			v.Who = s.Subject + " · " + string(s.Role)
+		}
 	}
 	var b bytes.Buffer
 	if err := c.pages[name].Execute(&b, v); err != nil {

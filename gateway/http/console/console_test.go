@@ -27,20 +27,28 @@ import (
 	"github.com/modelgate/modelgate/test/framework"
 )
 
-var stack *framework.Stack
+var (
+	stack *framework.Stack
+	// idp is the stack's OpenID Connect provider.
+	idp *framework.OIDCProvider
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "console-test-")
 	if err != nil {
 		panic(err)
 	}
-	stack, err = framework.StartStack(framework.StackOptions{Dir: dir})
+	if idp, err = framework.StartOIDC(); err != nil {
+		panic(err)
+	}
+	stack, err = framework.StartStack(framework.StackOptions{Dir: dir, ConsoleOIDC: idp.ConsoleConfig(platformAdmins)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start stack:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	_ = stack.Stop()
+	_ = idp.Shutdown()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -40,15 +40,25 @@ const (
 // of the token signs in the same way.
 const AccessTokenActor = "access token"
 
-// actorOf names who acts in the request's session. Every session today is an
-// access-token session; a sign-in that knows the person (an OIDC subject)
-// gives its own name here.
-func (c *Console) actorOf(*http.Request) string { return AccessTokenActor }
+// actorOf names who acts in the request's session: the OIDC actor
+// ("oidc:<issuer host>:<subject>") of an OIDC session, else
+// AccessTokenActor.
+func (c *Console) actorOf(r *http.Request) string {
+	if s := c.oidcSessionOf(r); s != nil {
+		return oidcActor(s)
+	}
+	return AccessTokenActor
+}
 
 // mayManageKeys is the role check of the key actions: the access-token
 // sign-in holds the account's own credential, so it may manage the
-// account's keys. A sign-in with roles (viewer, key manager) answers by role.
-func (c *Console) mayManageKeys(*http.Request, *v1.Tenant) bool { return true }
+// account's keys; an OIDC session may when its role is key manager.
+func (c *Console) mayManageKeys(r *http.Request, _ *v1.Tenant) bool {
+	if s := c.oidcSessionOf(r); s != nil {
+		return s.Role == RoleKeyManager
+	}
+	return true
+}
 
 // actionFunc changes something for a signed-in tenant whose form has passed
 // the checks of action.

@@ -36,11 +36,15 @@ func (c *Console) cookieValue(t *v1.Tenant, expires int64) string {
 	return sessionVersion + "." + strconv.FormatInt(t.Status.UserID, 10) + "." + strconv.FormatInt(expires, 10) + "." + mac
 }
 
-// tenantOf returns the tenant of the request's valid, unexpired session.
+// tenantOf returns the tenant of the request's valid, unexpired session:
+// an access-token session (v1) or an OIDC tenant session (v2).
 func (c *Console) tenantOf(r *http.Request) *v1.Tenant {
 	ck, err := r.Cookie(CookieName)
 	if err != nil {
 		return nil
+	}
+	if s := c.oidcSessionOf(r); s != nil {
+		return c.oidcTenant(r, s)
 	}
 	parts := strings.Split(ck.Value, ".")
 	if len(parts) != 4 || parts[0] != sessionVersion {
@@ -97,7 +101,21 @@ func (c *Console) signinForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix+"overview", http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, http.StatusOK, "signin", view{Title: "Sign in", Page: "signin"})
+	if _, ok := c.platformAdminOf(r); ok {
+		http.Redirect(w, r, PlatformPath, http.StatusSeeOther)
+		return
+	}
+	c.signinPage(w, r, http.StatusOK, "")
+}
+
+// signinData is the sign-in page: whether to offer the identity provider.
+type signinData struct {
+	OIDC bool
+}
+
+// signinPage renders the sign-in page with a status and message.
+func (c *Console) signinPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	c.render(w, r, status, "signin", view{Title: "Sign in", Page: "signin", Error: msg, Data: signinData{OIDC: c.oidc != nil}})
 }
 
 // signin checks the access token and user ID exactly as the usage API does
@@ -109,7 +127,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
-		c.render(w, r, http.StatusBadRequest, "signin", view{Title: "Sign in", Page: "signin", Error: "The form could not be read."})
+		c.signinPage(w, r, http.StatusBadRequest, "The form could not be read.")
 		return
 	}
 	userID, err := strconv.ParseInt(strings.TrimSpace(r.PostForm.Get("user_id")), 10, 64)
@@ -118,8 +136,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	t, f := c.d.Accounts.CheckAccessToken(userID, strings.TrimSpace(r.PostForm.Get("access_token")))
 	if f != nil {
-		c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in", Page: "signin",
-			Error: "Invalid access token or user ID."})
+		c.signinPage(w, r, http.StatusUnauthorized, "Invalid access token or user ID.")
 		return
 	}
 	exp := c.d.Clock.Now().Add(c.d.SessionTTL).Truncate(time.Second)
