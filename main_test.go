@@ -16,6 +16,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/modelgate/modelgate/gateway/files"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/upstream"
@@ -153,4 +154,18 @@ func TestConsoleOIDCFlags(t *testing.T) {
 	o, err = parse("--console-oidc-issuer", "login.example.com", "--console-oidc-client-id", "c")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(o.ConsoleOIDC.Validate()).To(MatchError(ContainSubstring("not an http(s) URL")))
+}
+
+func TestBatchFileMaxFlag(t *testing.T) {
+	g := NewWithT(t)
+	parse := func(args ...string) wire.Options {
+		var gf gatewayFlags
+		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		gf.register(fs, ":8080")
+		g.Expect(fs.Parse(args)).To(Succeed())
+		return gf.options(t.TempDir())
+	}
+	g.Expect(parse().BatchFileMaxBytes).To(Equal(int64(files.DefaultMaxBytes)), "OpenAI's 200 MB by default")
+	g.Expect(parse("--batch-file-max-mb", "16").BatchFileMaxBytes).To(Equal(int64(16 << 20)))
 }
