@@ -139,8 +139,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	shot("05-usage")
 
 	// Split by model: one colour per model, applied by the stylesheet under
-	// the page's CSP, and the breakdown's requests add up to the rows'.
+	// the page's CSP, and the breakdown's requests add up to the rows'. The
+	// page before has a breakdown too: wait for the new page's current
+	// option, then for its stylesheet (an unstyled bar's fill is black).
 	step("usage by model", chromedp.Click(chromedp.CSS(`a.opt-split[href*="split=model"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a.opt-split[href*="split=model"][aria-current]`)), loaded(),
 		chromedp.WaitVisible(chromedp.CSS("#breakdown tr.group")))
 	fills, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](
 		`[...new Set([...document.querySelectorAll("#usage-chart rect.bar")].map(r => getComputedStyle(r).fill))]`))

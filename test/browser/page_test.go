@@ -82,6 +82,13 @@ func (p *page) location() string {
 	return l
 }
 
+// loaded waits until the page's document and its subresources (the
+// stylesheet) have loaded: a query that matches once the HTML is parsed can
+// run before the styles apply.
+func loaded() chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`document.readyState === "complete"`)
+}
+
 // requireBrowser finds Chromium or Chrome; without one the test fails
 // under CI=true and skips loudly elsewhere.
 func requireBrowser(t *testing.T) string {

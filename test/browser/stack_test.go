@@ -49,7 +49,7 @@ func browserStack(t *testing.T) *framework.Stack {
 		if idp, sharedErr = framework.StartOIDC(); sharedErr != nil {
 			return
 		}
-		shared, sharedErr = framework.StartStack(framework.StackOptions{Dir: dir, ConsoleOIDC: idp.ConsoleConfig("")})
+		shared, sharedErr = framework.StartStack(framework.StackOptions{Dir: dir, ConsoleOIDC: idp.ConsoleConfig(browserPlatformAdmins)})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)

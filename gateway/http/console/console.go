@@ -258,8 +258,10 @@ type view struct {
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if v.Tenant != nil {
+	if v.Tenant != nil || v.Admin != "" {
 		v.CSRF = c.csrfToken(r)
+	}
+	if v.Tenant != nil {
 		if s := c.oidcSessionOf(r); s != nil {
 			v.Who = s.Subject + " · " + string(s.Role)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +243,19 @@ func TestOIDCRoles(t *testing.T) {
 		resp, _ = do(t, "GET", "/console/keys", nil, s, nil)
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/signin" {
 			t.Fatalf("keys with a platform session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		// The admin signs out from the page's header; the page is then hidden.
+		if body := page(t, console.PlatformPath, s); !regexp.MustCompile(
+			`<form class="signout" method="post" action="/console/signout">\s*<input type="hidden" name="csrf_token" value="[^"]+">`).MatchString(body) {
+			t.Fatalf("the platform page has no sign-out form with the session's CSRF token: %s", body)
+		}
+		resp, _ = do(t, "POST", "/console/signout", url.Values{}, s, nil)
+		cleared := sessionCookie(resp)
+		if resp.StatusCode != http.StatusSeeOther || cleared == nil || cleared.Value != "" || cleared.MaxAge >= 0 {
+			t.Fatalf("the admin's sign-out: %d, cookie %+v", resp.StatusCode, cleared)
+		}
+		if resp, _ = do(t, "GET", console.PlatformPath, nil, cleared, nil); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("the platform page after sign-out: %d", resp.StatusCode)
 		}
 	})
 
