@@ -120,9 +120,6 @@ type Reconciler struct {
 	LineTimeout time.Duration
 	// Workers is the number of batches run at once.
 	Workers int
-	// SkipNameValidation lets a test process register the controller more
-	// than once (a restarted manager in one process).
-	SkipNameValidation bool
 }
 
 // +kubebuilder:rbac:groups=modelgate.io,resources=batches,verbs=get;list;watch;update;patch
@@ -252,14 +249,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Lines == nil || r.Files == nil || r.Blobs == nil || r.Ledger == nil {
 		return fmt.Errorf("batch controller: a line runner, files, a blob store and a ledger are required")
 	}
-	opts := controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}
-	if r.SkipNameValidation {
-		skip := true
-		opts.SkipNameValidation = &skip
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Batch{}).
-		WithOptions(opts).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Named("batch").
 		Complete(r)
 }

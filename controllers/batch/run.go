@@ -57,7 +57,9 @@ func prefix(b *v1.Batch) string {
 
 func progressKey(b *v1.Batch) string { return prefix(b) + "progress.json" }
 
-func partKey(b *v1.Batch, start int64) string { return fmt.Sprintf("%spart-%08d.json", prefix(b), start) }
+func partKey(b *v1.Batch, start int64) string {
+	return fmt.Sprintf("%spart-%08d.json", prefix(b), start)
+}
 
 func (r *Reconciler) readJSON(ctx context.Context, key string, v any) (bool, error) {
 	rd, err := r.Blobs.Open(ctx, key)

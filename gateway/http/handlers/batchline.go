@@ -89,6 +89,23 @@ func (b *BatchLines) Serve(ctx context.Context, endpoint string, p *auth.Princip
 	return rec.result(line)
 }
 
+// Refuse is the answer to a line refused before it reached an endpoint
+// (its key unusable: status and message of an auth.Failure), in the
+// endpoint's error shape.
+func (b *BatchLines) Refuse(endpoint string, status int, message string) LineResult {
+	rec := &lineRecorder{header: http.Header{}}
+	fail, ok := b.fails[endpoint]
+	if !ok {
+		fail = openAIFail
+	}
+	code := ""
+	if status == http.StatusUnauthorized {
+		code = "invalid_api_key"
+	}
+	fail(rec, status, code, message)
+	return rec.result(nil)
+}
+
 // streams reports a body asking for a stream ("stream": true).
 func streams(body []byte) bool {
 	raw, ok := translate.FieldRaw(body, "stream")

@@ -1,0 +1,100 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/batch"
+	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/http/handlers"
+	"github.com/modelgate/modelgate/gateway/platform/blob"
+	"github.com/modelgate/modelgate/gateway/store"
+)
+
+// batchLines is the Batch controller's LineRunner: the text handlers of a
+// pipeline in process, the line sent as the batch's ApiToken (raw keys are
+// not stored, so the token is authenticated by name, with the checks a key
+// gets: usable now, tenant ready). It is bound to the first gateway of
+// the system, or to a pipeline of its own in a manager without one.
+type batchLines struct {
+	cache client.Reader
+	bound atomic.Pointer[boundLines]
+}
+
+type boundLines struct {
+	lines *handlers.BatchLines
+	authn *auth.Authenticator
+}
+
+func (l *batchLines) bind(lines *handlers.BatchLines, authn *auth.Authenticator) {
+	l.bound.CompareAndSwap(nil, &boundLines{lines: lines, authn: authn})
+}
+
+var errNoPipeline = errors.New("batch lines: no text pipeline in this process yet")
+
+// Run is batch.LineRunner.
+func (l *batchLines) Run(ctx context.Context, b *v1.Batch, requestID string, body []byte) (batch.LineResult, error) {
+	bl := l.bound.Load()
+	if bl == nil {
+		return batch.LineResult{}, errNoPipeline
+	}
+	tok := &v1.ApiToken{}
+	err := l.cache.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.TokenName}, tok)
+	switch {
+	case apierrors.IsNotFound(err), err == nil && tok.Status.TokenID != 0 && tok.Status.TokenID != b.Spec.TokenID:
+		return lineResult(bl.lines.Refuse(b.Spec.Endpoint, http.StatusUnauthorized, "the API key that submitted this batch no longer exists")), nil
+	case err != nil:
+		return batch.LineResult{}, fmt.Errorf("read the batch's ApiToken: %w", err)
+	}
+	p, f := bl.authn.Principal(ctx, tok)
+	if f != nil {
+		return lineResult(bl.lines.Refuse(b.Spec.Endpoint, f.Status, f.Message)), nil
+	}
+	return lineResult(bl.lines.Serve(ctx, b.Spec.Endpoint, p, requestID, body)), nil
+}
+
+func lineResult(r handlers.LineResult) batch.LineResult {
+	return batch.LineResult{Status: r.Status, Body: r.Body, Billed: r.Billed, Quota: r.Quota}
+}
+
+// batchFilesOf is the controller's Files on the gateway's file store; nil
+// until one exists (no Batch controller runs then).
+func batchFilesOf(_ *store.Store, _ *blob.Store) batch.Files { return nil }
+
+// addBatchPipeline gives a manager without a gateway a text pipeline of its
+// own for its batch lines: its own replica ID (so its quota leases and usage
+// spool are its own) and the manager's blob settings' data directory.
+func (s *System) addBatchPipeline(o SystemOptions) error {
+	host, _ := os.Hostname()
+	po := Options{Clock: clock.RealClock{}, SystemNamespace: s.namespace, DataDir: o.ManagerBlobs.DataDir,
+		ReplicaID: fmt.Sprintf("batch-%s-%d", host, os.Getpid())}
+	pl, err := newPipeline(s.Manager, s.ledger, s.Upstreams, po)
+	if err != nil {
+		return fmt.Errorf("batch pipeline: %w", err)
+	}
+	s.lines.bind(handlers.NewBatchLines(pl.text, pl.embeddings), pl.authn)
+	return s.Manager.Add(&pipelineRunnable{pl: pl})
+}
+
+// pipelineRunnable flushes a gateway-less pipeline's usage rows and returns
+// its leases when the manager stops.
+type pipelineRunnable struct{ pl *pipeline }
+
+func (r *pipelineRunnable) NeedLeaderElection() bool { return false }
+
+func (r *pipelineRunnable) Start(ctx context.Context) error {
+	<-ctx.Done()
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(r.pl.usage.Close(shutdown), r.pl.leaser.Close(shutdown))
+}
