@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/controllers/batch"
 	"github.com/modelgate/modelgate/gateway/auth"
+	"github.com/modelgate/modelgate/gateway/files"
 	"github.com/modelgate/modelgate/gateway/http/handlers"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/store"
@@ -67,9 +69,30 @@ func lineResult(r handlers.LineResult) batch.LineResult {
 	return batch.LineResult{Status: r.Status, Body: r.Body, Billed: r.Billed, Quota: r.Quota}
 }
 
-// batchFilesOf is the controller's Files on the gateway's file store; nil
-// until one exists (no Batch controller runs then).
-func batchFilesOf(_ *store.Store, _ *blob.Store) batch.Files { return nil }
+// batchFilesOf is the controller's Files on the gateway's file store (nil
+// without a blob store: no Batch controller runs then).
+func batchFilesOf(ledger *store.Store, blobs *blob.Store) batch.Files {
+	if blobs == nil {
+		return nil
+	}
+	return batchFiles{files.New(ledger, blobs, files.Options{})}
+}
+
+// batchFiles is the file store as the controller's Files.
+type batchFiles struct{ s *files.Store }
+
+func (f batchFiles) Open(ctx context.Context, userID int64, id string) (io.ReadCloser, error) {
+	_, rd, err := f.s.Open(ctx, userID, id)
+	if errors.Is(err, files.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", batch.ErrFileNotFound, err)
+	}
+	return rd, err
+}
+
+func (f batchFiles) WriteResult(ctx context.Context, userID int64, name string, r io.Reader) (string, error) {
+	file, err := f.s.WriteResult(ctx, userID, files.PurposeBatchOutput, name, r)
+	return file.ID, err
+}
 
 // addBatchPipeline gives a manager without a gateway a text pipeline of its
 // own for its batch lines: its own replica ID (so its quota leases and usage
