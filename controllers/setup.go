@@ -60,6 +60,9 @@ type Options struct {
 	// batch's progress), no Batch controller runs.
 	BatchLines batch.LineRunner
 	BatchFiles batch.Files
+	// BatchPassBudget bounds how long one pass of the Batch controller
+	// starts lines (zero: batch.DefaultPassBudget).
+	BatchPassBudget time.Duration
 }
 
 // Concurrency is the number of concurrent reconciles per controller.
@@ -130,7 +133,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	if o.BatchLines != nil && o.BatchFiles != nil && o.Blobs != nil {
 		if err := (&batch.Reconciler{Client: mgr.GetClient(), Lines: o.BatchLines, Files: o.BatchFiles, Ledger: o.Ledger,
-			Blobs: o.Blobs, Clock: o.Clock, Workers: workers.Batch}).SetupWithManager(mgr); err != nil {
+			Blobs: o.Blobs, Clock: o.Clock, Workers: workers.Batch, PassBudget: o.BatchPassBudget}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("batch controller: %w", err)
 		}
 	}

@@ -150,6 +150,10 @@ func (r *Reconciler) stopping(ctx context.Context, b *v1.Batch) stopReason {
 // pass budget, then the part and the progress; with every line done (or
 // the batch stopping), the result files.
 func (r *Reconciler) run(ctx context.Context, b *v1.Batch) (ctrl.Result, error) {
+	stop := ctx
+	// What a pass records outlives the manager's stop: the lines started
+	// finish and their part is stored, so a restart does not run them again.
+	ctx = context.WithoutCancel(ctx)
 	st := &b.Status
 	p, err := r.loadProgress(ctx, b)
 	if err != nil {
@@ -163,7 +167,7 @@ func (r *Reconciler) run(ctx context.Context, b *v1.Batch) (ctrl.Result, error) 
 		st.State, st.FinalizingAt = v1.BatchFinalizing, stamp(r.Clock.Now())
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	pt, stopped, err := r.runPart(ctx, b, p.Next)
+	pt, stopped, err := r.runPart(ctx, stop, b, p.Next)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -189,12 +193,13 @@ func (r *Reconciler) run(ctx context.Context, b *v1.Batch) (ctrl.Result, error) 
 }
 
 // runPart runs lines from index start for at most the pass budget on
-// spec.concurrency workers and returns their part. The lines started all
+// spec.concurrency workers (none starts once stop ends) and returns their
+// part. The lines started all
 // finish (each under its own timeout, not the manager's context), so the
 // part covers a contiguous range. When the batch stops (cancelled,
 // expired), the lines not run go into the part as unanswered and stopped
 // says why.
-func (r *Reconciler) runPart(ctx context.Context, b *v1.Batch, start int64) (*part, stopReason, error) {
+func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start int64) (*part, stopReason, error) {
 	budget := r.PassBudget
 	if budget <= 0 {
 		budget = DefaultPassBudget
@@ -242,7 +247,7 @@ func (r *Reconciler) runPart(ctx context.Context, b *v1.Batch, start int64) (*pa
 			unrun = append(unrun, l)
 			return nil
 		}
-		if ctx.Err() != nil || !r.Clock.Now().Before(deadline) {
+		if stop.Err() != nil || !r.Clock.Now().Before(deadline) {
 			return errFull
 		}
 		mu.Lock()
@@ -314,9 +319,9 @@ func (r *Reconciler) runLine(ctx context.Context, b *v1.Batch, l batches.Line) (
 	if timeout <= 0 {
 		timeout = DefaultLineTimeout
 	}
-	// The line runs to its end when the manager stops, so its answer is
-	// recorded with the part.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	// The line runs to its end when the manager stops (ctx is not
+	// cancelled by it), so its answer is recorded with the part.
+	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := r.Lines.Run(lctx, b, id, l.Body)
 	if err != nil {

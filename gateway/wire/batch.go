@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,12 @@ import (
 type batchLines struct {
 	cache client.Reader
 	bound atomic.Pointer[boundLines]
+	// The pipeline's usage writer and leases are closed only after the
+	// lines running on it have settled (drain); a line asked for once the
+	// drain began is not run (the controller runs it after the restart).
+	mu       sync.Mutex
+	draining bool
+	running  sync.WaitGroup
 }
 
 type boundLines struct {
@@ -38,11 +45,41 @@ type boundLines struct {
 	authn *auth.Authenticator
 }
 
-func (l *batchLines) bind(lines *handlers.BatchLines, authn *auth.Authenticator) {
-	l.bound.CompareAndSwap(nil, &boundLines{lines: lines, authn: authn})
+// bind binds l to a pipeline's handlers unless it is bound already, and
+// reports whether it bound them: that pipeline then drains l before it
+// closes.
+func (l *batchLines) bind(lines *handlers.BatchLines, authn *auth.Authenticator) bool {
+	return l.bound.CompareAndSwap(nil, &boundLines{lines: lines, authn: authn})
 }
 
-var errNoPipeline = errors.New("batch lines: no text pipeline in this process yet")
+// drain stops new lines and waits until the running ones are done (or ctx
+// ends).
+func (l *batchLines) drain(ctx context.Context) {
+	l.mu.Lock()
+	l.draining = true
+	l.mu.Unlock()
+	done := make(chan struct{})
+	go func() { l.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+func (l *batchLines) begin() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.draining {
+		return false
+	}
+	l.running.Add(1)
+	return true
+}
+
+var (
+	errNoPipeline = errors.New("batch lines: no text pipeline in this process yet")
+	errDraining   = errors.New("batch lines: the text pipeline is shutting down")
+)
 
 // Run is batch.LineRunner.
 func (l *batchLines) Run(ctx context.Context, b *v1.Batch, requestID string, body []byte) (batch.LineResult, error) {
@@ -50,6 +87,10 @@ func (l *batchLines) Run(ctx context.Context, b *v1.Batch, requestID string, bod
 	if bl == nil {
 		return batch.LineResult{}, errNoPipeline
 	}
+	if !l.begin() {
+		return batch.LineResult{}, errDraining
+	}
+	defer l.running.Done()
 	tok := &v1.ApiToken{}
 	err := l.cache.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.TokenName}, tok)
 	switch {
@@ -106,12 +147,15 @@ func (s *System) addBatchPipeline(o SystemOptions) error {
 		return fmt.Errorf("batch pipeline: %w", err)
 	}
 	s.lines.bind(handlers.NewBatchLines(pl.text, pl.embeddings), pl.authn)
-	return s.Manager.Add(&pipelineRunnable{pl: pl})
+	return s.Manager.Add(&pipelineRunnable{pl: pl, lines: s.lines})
 }
 
 // pipelineRunnable flushes a gateway-less pipeline's usage rows and returns
 // its leases when the manager stops.
-type pipelineRunnable struct{ pl *pipeline }
+type pipelineRunnable struct {
+	pl    *pipeline
+	lines *batchLines
+}
 
 func (r *pipelineRunnable) NeedLeaderElection() bool { return false }
 
@@ -119,5 +163,6 @@ func (r *pipelineRunnable) Start(ctx context.Context) error {
 	<-ctx.Done()
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	r.lines.drain(shutdown)
 	return errors.Join(r.pl.usage.Close(shutdown), r.pl.leaser.Close(shutdown))
 }

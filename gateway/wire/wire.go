@@ -131,8 +131,9 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	o.ReplicaID = pl.replicaID
 	usage, leaser, spoolPath := pl.usage, pl.leaser, pl.spoolPath
 	authn, router, prices := pl.authn, pl.router, pl.prices
-	if o.lines != nil {
-		o.lines.bind(handlers.NewBatchLines(pl.text, pl.embeddings), authn)
+	var lines *batchLines // drained by this gateway before its pipeline closes
+	if o.lines != nil && o.lines.bind(handlers.NewBatchLines(pl.text, pl.embeddings), authn) {
+		lines = o.lines
 	}
 	var srv *server.Server
 	blobs := o.Blobs
@@ -186,7 +187,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	if blobs.Local() {
 		srv.Handle("GET "+blob.FilesPath, blobs.Handler())
 	}
-	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser}); err != nil {
+	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser, lines: lines}); err != nil {
 		return nil, err
 	}
 	// Expired uploads and their blobs are deleted on every replica, except
@@ -469,6 +470,8 @@ type runnable struct {
 	srv    *server.Server
 	usage  *usagelog.Writer
 	leaser *store.Leaser
+	// lines are the batch lines run on this gateway's pipeline (nil: none).
+	lines *batchLines
 }
 
 func (r *runnable) NeedLeaderElection() bool { return false }
@@ -478,6 +481,9 @@ func (r *runnable) Start(ctx context.Context) error {
 	err := r.srv.Run(ctx)
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if r.lines != nil {
+		r.lines.drain(shutdown)
+	}
 	if cerr := r.usage.Close(shutdown); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("flush usage rows: %w", cerr))
 	}
