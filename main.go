@@ -35,6 +35,7 @@ import (
 
 	"github.com/modelgate/modelgate/controllers"
 	"github.com/modelgate/modelgate/controllers/generationtask"
+	"github.com/modelgate/modelgate/gateway/files"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
 	"github.com/modelgate/modelgate/gateway/http/handlers"
 	"github.com/modelgate/modelgate/gateway/platform/devenv"
@@ -429,6 +430,7 @@ type gatewayFlags struct {
 	cnyPerUSD   decimal.Decimal
 	probeImages bool
 	uploadTTL   time.Duration
+	batchFileMB int64
 	submitWait  time.Duration
 	leaseTTL    time.Duration
 	durability  usagelog.Durability
@@ -450,6 +452,8 @@ func (g *gatewayFlags) register(fs *flag.FlagSet, defListen string) {
 		func(v string) (err error) { g.durability, err = usagelog.ParseDurability(v); return err })
 	fs.DurationVar(&g.uploadTTL, "upload-ttl", handlers.DefaultUploadTTL,
 		"how long an upload's signed URL works and the file is kept (a file a live task references is kept until the task ends)")
+	fs.Int64Var(&g.batchFileMB, "batch-file-max-mb", files.DefaultMaxBytes>>20,
+		"the largest batch input file in MiB (POST /v1/files, POST /v1/messages/batches)")
 	fs.DurationVar(&g.submitWait, "submit-wait", handlers.DefaultSubmitWait,
 		"how long an image or video submission waits for the upstream to accept or refuse it (a synchronous policy refusal answers 422, nothing charged); 0 answers at once")
 	g.leaseTTL = wire.DefaultLeaseTTL
@@ -474,7 +478,7 @@ func (g *gatewayFlags) options(dataDir string) wire.Options {
 		ConsoleSessionKey: []byte(os.Getenv("MODELGATE_CONSOLE_SESSION_KEY")),
 		BlobURL:           os.Getenv("MODELGATE_BLOB_URL"), BlobPublicURL: os.Getenv("MODELGATE_BLOB_PUBLIC_URL"),
 		BalanceUnit: handlers.BalanceUnit{Unit: g.balanceUnit, CNYPerUSD: g.cnyPerUSD}, NoImageProbe: !g.probeImages,
-		UploadTTL: g.uploadTTL, SubmitWait: submitWaitOption(g.submitWait), LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
+		UploadTTL: g.uploadTTL, BatchFileMaxBytes: g.batchFileMB << 20, SubmitWait: submitWaitOption(g.submitWait), LeaseTTL: g.leaseTTL, UsageDurability: g.durability}
 }
 
 func runGateway(ctx context.Context, args []string) error {

@@ -49,7 +49,7 @@ import (
 
 // CancelAnnotation marks a batch whose cancellation was requested (its
 // value is the RFC 3339 time of the request); the API sets it.
-const CancelAnnotation = "modelgate.io/cancel-requested"
+const CancelAnnotation = batches.CancelAnnotation
 
 // Defaults.
 const (

@@ -49,6 +49,12 @@ func Messages(w http.ResponseWriter, status int, typ, message string) {
 
 // OpenAI writes OpenAI's error shape; code may be empty (null).
 func OpenAI(w http.ResponseWriter, status int, typ, code, message string) {
+	OpenAIParam(w, status, typ, code, "", message)
+}
+
+// OpenAIParam writes OpenAI's error shape naming the request parameter at
+// fault; code and param may be empty (null).
+func OpenAIParam(w http.ResponseWriter, status int, typ, code, param, message string) {
 	type detail struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
@@ -58,6 +64,9 @@ func OpenAI(w http.ResponseWriter, status int, typ, code, message string) {
 	d := detail{Message: message, Type: typ}
 	if code != "" {
 		d.Code = &code
+	}
+	if param != "" {
+		d.Param = &param
 	}
 	write(w, status, struct {
 		Error detail `json:"error"`

@@ -56,7 +56,8 @@ type RequestCounts struct {
 }
 
 // ObjectOf renders b as OpenAI's batch object. A batch the controller has
-// not reached yet is validating, as OpenAI reports a batch just created.
+// not reached yet is validating, as OpenAI reports a batch just created; a
+// batch asked to cancel is cancelling (since the ask) until it ends.
 func ObjectOf(b *v1.Batch) Object {
 	st := &b.Status
 	o := Object{
@@ -65,7 +66,7 @@ func ObjectOf(b *v1.Batch) Object {
 		Endpoint:         b.Spec.Endpoint,
 		InputFileID:      b.Spec.InputFileID,
 		CompletionWindow: window(b.Spec.CompletionWindow),
-		Status:           st.State,
+		Status:           State(b),
 		OutputFileID:     optString(st.OutputFileID),
 		ErrorFileID:      optString(st.ErrorFileID),
 		CreatedAt:        b.CreationTimestamp.Unix(),
@@ -80,8 +81,9 @@ func ObjectOf(b *v1.Batch) Object {
 		RequestCounts:    RequestCounts(st.RequestCounts),
 		Metadata:         b.Spec.Metadata,
 	}
-	if o.Status == "" {
-		o.Status = v1.BatchValidating
+	if at, asked := CancelRequestedAt(b); asked && o.CancellingAt == nil && o.Status == v1.BatchCancelling {
+		s := at.Unix()
+		o.CancellingAt = &s
 	}
 	if len(st.Errors) > 0 {
 		o.Errors = &ErrorList{Object: "list", Data: make([]ListError, len(st.Errors))}

@@ -29,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/admission"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/files"
 	"github.com/modelgate/modelgate/gateway/http/console"
 	"github.com/modelgate/modelgate/gateway/http/handlers"
 	"github.com/modelgate/modelgate/gateway/http/server"
@@ -36,6 +37,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/platform/blob"
 	"github.com/modelgate/modelgate/gateway/platform/metrics"
 	"github.com/modelgate/modelgate/gateway/platform/netguard"
+	"github.com/modelgate/modelgate/gateway/platform/periodic"
 	"github.com/modelgate/modelgate/gateway/pricing"
 	"github.com/modelgate/modelgate/gateway/ratelimit"
 	"github.com/modelgate/modelgate/gateway/routing"
@@ -89,6 +91,9 @@ type Options struct {
 	UsageDurability usagelog.Durability
 	// UploadTTL is how long uploads (and their signed URLs) live; default 7 days.
 	UploadTTL time.Duration
+	// BatchFileMaxBytes is the largest batch input file (POST /v1/files,
+	// POST /v1/messages/batches); default files.DefaultMaxBytes (200 MB).
+	BatchFileMaxBytes int64
 	// SubmitWait bounds how long a media submission waits for the first
 	// upstream submission's outcome; 0: handlers.DefaultSubmitWait, negative: none.
 	SubmitWait time.Duration
@@ -157,6 +162,7 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		},
 	})
 	breaker, admitter, creds := pl.breaker, pl.admitter, pl.creds
+	batchFiles := files.New(ledger, blobs, files.Options{MaxBytes: o.BatchFileMaxBytes, Clock: o.Clock})
 	pricingHandler := &handlers.Pricing{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace}
 	handlers.Register(srv, handlers.Handlers{
 		Auth:      authn,
@@ -174,6 +180,9 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		Media: &handlers.MediaDeps{Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
 			Ledger: ledger, Clock: o.Clock, Router: router, Admitter: admitter, Blobs: blobs,
 			SubmitWait: o.SubmitWait, ImageProbe: imageProbe(blobs, guard, o.NoImageProbe)},
+		Files: &handlers.Files{Files: batchFiles},
+		Batches: &handlers.Batches{Files: batchFiles, Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
+			Routes: router, Clock: o.Clock},
 	})
 	if !o.NoConsole {
 		key, err := ConsoleSessionKey(o)
@@ -195,6 +204,11 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	sweeper := uploads.NewSweeper(ledger, blobs, o.Clock)
 	sweeper.InUse = referencedByLiveTask(mgr.GetCache())
 	if err := mgr.Add(sweeper); err != nil {
+		return nil, err
+	}
+	// Expired batch files go the same way, on every replica (deletes are
+	// idempotent).
+	if err := mgr.Add(fileSweeper{files: batchFiles, clock: periodic.Ticking(o.Clock)}); err != nil {
 		return nil, err
 	}
 	return srv, nil
@@ -525,3 +539,21 @@ func usageSink(w *usagelog.Writer, wrap func(handlers.UsageSink) handlers.UsageS
 	}
 	return s
 }
+
+// fileSweeper deletes expired batch files and their blobs every ten
+// minutes; a controller-runtime Runnable that needs no leader.
+type fileSweeper struct {
+	files *files.Store
+	clock clock.WithTicker
+}
+
+func (s fileSweeper) Start(ctx context.Context) error {
+	periodic.Run(ctx, s.clock, 10*time.Minute, func(ctx context.Context) {
+		if n, err := s.files.Sweep(ctx, 0); err != nil {
+			slog.Error("sweep expired batch files", "deleted", n, "error", err)
+		}
+	})
+	return nil
+}
+
+func (fileSweeper) NeedLeaderElection() bool { return false }

@@ -104,7 +104,7 @@ func TestGatewayRBAC(t *testing.T) {
 	t.Run("lists and watches every modelgate kind cluster-wide", func(t *testing.T) {
 		g := NewWithT(t)
 		for _, list := range []client.ObjectList{&v1.TenantList{}, &v1.ApiTokenList{}, &v1.ModelRouteList{},
-			&v1.PriceRuleList{}, &v1.GenerationTaskList{}} {
+			&v1.PriceRuleList{}, &v1.GenerationTaskList{}, &v1.BatchList{}} {
 			g.Expect(gw.List(ctx, list)).To(Succeed(), "%T", list)
 			w, err := gw.Watch(ctx, list)
 			g.Expect(err).NotTo(HaveOccurred(), "watch %T", list)
@@ -183,6 +183,23 @@ func TestGatewayRBAC(t *testing.T) {
 			Spec: v1.TenantSpec{DisplayName: "x", Group: "default"}})).To(Satisfy(forbidden), "create Tenant")
 		g.Expect(gw.Status().Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"status":{"observedGeneration":1}}`)))).
 			To(Satisfy(forbidden), "patch Tenant status")
+	})
+
+	t.Run("creates, cancels, fails and deletes a Batch in a tenant namespace", func(t *testing.T) {
+		g := NewWithT(t)
+		b := &v1.Batch{ObjectMeta: metav1.ObjectMeta{Name: "batch-rbac", Namespace: ns},
+			Spec: v1.BatchSpec{BatchID: "batch_rbac", Endpoint: "/v1/chat/completions", InputFileID: "file-rbac",
+				TokenName: "api", TokenID: 1, UserID: 1}}
+		g.Expect(gw.Create(ctx, b)).To(Succeed(), "create Batch")
+		g.Expect(gw.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed(), "get Batch")
+		g.Expect(gw.Patch(ctx, b, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"modelgate.io/cancel-requested":"2030-01-01T00:00:00Z"}}}`)))).
+			To(Succeed(), "patch Batch (the cancel request)")
+		b.Status.State = v1.BatchFailed
+		g.Expect(gw.Status().Update(ctx, b)).To(Succeed(), "update Batch status (failed in validation)")
+		g.Expect(gw.Status().Patch(ctx, b, client.RawPatch(types.MergePatchType, []byte(`{"status":{"observedGeneration":1}}`)))).
+			To(Satisfy(forbidden), "patch Batch status")
+		g.Expect(gw.Delete(ctx, b)).To(Succeed(), "delete Batch")
 	})
 
 	t.Run("reads Secrets in the system namespace only", func(t *testing.T) {

@@ -161,6 +161,8 @@ type Handlers struct {
 	CountTokens *CountTokensDeps
 	Embeddings  *EmbeddingsDeps
 	Media       *MediaDeps
+	Files       *Files
+	Batches     *Batches
 }
 
 // Register mounts every endpoint group.
@@ -200,6 +202,9 @@ func Register(mux Mux, h Handlers) {
 	registerMedia(mux, keys, h.Media)
 
 	registerUploads(mux, keys, h.Uploads)
+
+	registerFiles(mux, keys, h.Files)
+	registerBatches(mux, keys, h.Batches)
 
 	mux.Handle("GET "+openapi.Path, openapi.Handler())
 }

@@ -22,7 +22,7 @@ func Unmatched(w http.ResponseWriter, r *http.Request, status int, allow []strin
 	case under(path, "/v1/messages"):
 		apierr.Messages(w, status, apierr.MessagesType(status), msg)
 	case under(path, "/v1/chat"), under(path, "/v1/responses"), under(path, "/v1/completions"),
-		under(path, "/v1/embeddings"), under(path, "/v1/models"):
+		under(path, "/v1/embeddings"), under(path, "/v1/models"), under(path, "/v1/files"), under(path, "/v1/batches"):
 		apierr.OpenAI(w, status, apierr.OpenAIType(status), "", msg)
 	case under(path, "/v1/pricing"):
 		apierr.Pricing(w, status, "invalid_request_error", msg)
@@ -31,7 +31,7 @@ func Unmatched(w http.ResponseWriter, r *http.Request, status int, allow []strin
 	case under(path, "/v1/tokens"), under(path, "/v1/balance"), under(path, "/v1/user"), under(path, "/user"),
 		under(path, "/v1/uploads"):
 		apierr.Simple(w, status, msg)
-	default: // tasks, files and anything else
+	default: // tasks, blob links and anything else
 		apierr.Common(w, status, apierr.OpenAIType(status), msg)
 	}
 }
