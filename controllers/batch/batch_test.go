@@ -44,6 +44,12 @@ type fixture struct {
 }
 
 func newFixture(reply func(fakeupstream.Request) fakeupstream.Reply) *fixture {
+	return newFixtureWithQuota(reply, 5*billing.QuotaPerUSD)
+}
+
+// newFixtureWithQuota is newFixture with a key of quota (the tenant has
+// 5 USD).
+func newFixtureWithQuota(reply func(fakeupstream.Request) fakeupstream.Reply, keyQuota billing.Quota) *fixture {
 	ctx := context.Background()
 	f := &fixture{fake: fakeupstream.NewOpenAI(), model: fmt.Sprintf("batch-model-%d", time.Now().UnixNano())}
 	DeferCleanup(f.fake.Close)
@@ -56,7 +62,7 @@ func newFixture(reply func(fakeupstream.Request) fakeupstream.Reply) *fixture {
 		return out
 	})
 	credits := v1.Decimal("1000")
-	quota := int64(5 * billing.QuotaPerUSD)
+	quota := int64(keyQuota)
 	var err error
 	f.acct, err = env.NewAccount(ctx, v1.TenantSpec{Grants: []v1.Grant{{ID: "g", Credits: &credits}}},
 		v1.ApiTokenSpec{Quota: &quota})
@@ -229,6 +235,34 @@ var _ = Describe("Batch controller", func() {
 			return ledger.UsageQuotas(context.Background(), []string{batches.RequestID(b.Spec.BatchID, 3)})
 		}, time.Second).Should(BeEmpty())
 		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
+	})
+
+	It("goes on past a line refused for quota: the refusal is in the error file, nothing is billed for it", func() {
+		// 1 000 quota pays for a few lines at 150 each; each line reserves
+		// before it runs, so the ones that do not fit are refused.
+		const keyQuota = 1000
+		f := newFixtureWithQuota(nil, keyQuota)
+		const n = 12
+		b := waitState(f.submit(input(n, func(i int) string { return fmt.Sprint(i) }), 1, 0), v1.BatchCompleted)
+
+		c := b.Status.RequestCounts
+		Expect(c.Total).To(Equal(int64(n)))
+		Expect(c.Completed).To(BeNumerically(">", 0))
+		Expect(c.Failed).To(BeNumerically(">", 0), "the key ran out")
+		Expect(c.Completed + c.Failed).To(Equal(int64(n)))
+		Expect(f.calls.Load()).To(Equal(c.Completed), "a refused line is never sent")
+		errs := resultLines(b, b.Status.ErrorFileID)
+		Expect(errs).To(HaveLen(int(c.Failed)))
+		for _, e := range errs {
+			Expect(e.Response.StatusCode).To(Equal(429))
+			Expect(string(e.Response.Body)).To(ContainSubstring("insufficient_quota"))
+		}
+		got := rows(b, n, int(c.Completed))
+		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
+		Eventually(func() (billing.Quota, error) {
+			used, err := ledger.TokenUsage(context.Background(), f.acct.Token.Status.TokenID)
+			return used.Used, err
+		}, framework.Timeout).Should(Equal(sum(got)), "the key paid exactly the rows")
 	})
 
 	It("refuses a streaming line in the error file without sending it", func() {
