@@ -63,6 +63,9 @@ type Options struct {
 	// BatchPassBudget bounds how long one pass of the Batch controller
 	// starts lines (zero: batch.DefaultPassBudget).
 	BatchPassBudget time.Duration
+	// NoBatchController leaves Batches alone (a test suite that plays the
+	// controller's part by hand).
+	NoBatchController bool
 }
 
 // Concurrency is the number of concurrent reconciles per controller.
@@ -131,7 +134,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Events: mgr.GetEventRecorder("modelgate-taskwebhook")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask webhook controller: %w", err)
 	}
-	if o.BatchLines != nil && o.BatchFiles != nil && o.Blobs != nil {
+	if o.BatchLines != nil && o.BatchFiles != nil && o.Blobs != nil && !o.NoBatchController {
 		if err := (&batch.Reconciler{Client: mgr.GetClient(), Lines: o.BatchLines, Files: o.BatchFiles, Ledger: o.Ledger,
 			Blobs: o.Blobs, Clock: o.Clock, Workers: workers.Batch, PassBudget: o.BatchPassBudget}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("batch controller: %w", err)

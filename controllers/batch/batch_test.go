@@ -286,6 +286,24 @@ var _ = Describe("Batch controller", func() {
 		Expect(rows(b, 3, 0)).To(BeEmpty())
 	})
 
+	It("fails, without running it, a batch the gateway refused beyond its format", func() {
+		f := newFixture(nil)
+		ctx := context.Background()
+		file, err := fstore.Create(ctx, files.Upload{UserID: f.acct.Tenant.Status.UserID, Purpose: files.PurposeBatch, Filename: "in.jsonl"},
+			strings.NewReader(strings.ReplaceAll(input(2, func(int) string { return "x" }), "MODEL", f.model)))
+		Expect(err).NotTo(HaveOccurred())
+		b := &v1.Batch{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "batch-", Namespace: f.acct.Namespace,
+				Annotations: map[string]string{batches.InputErrorAnnotation: `{"code":"model_not_allowed","message":"the key may not use it","line":2}`}},
+			Spec: v1.BatchSpec{BatchID: fmt.Sprintf("batch_%d", time.Now().UnixNano()), Endpoint: chat, InputFileID: file.ID,
+				TokenName: f.acct.Token.Name, TokenID: f.acct.Token.Status.TokenID, UserID: f.acct.Tenant.Status.UserID},
+		}
+		Expect(env.Client.Create(ctx, b)).To(Succeed())
+		b = waitState(b, v1.BatchFailed)
+		Expect(b.Status.Errors).To(ConsistOf(v1.BatchError{Code: "model_not_allowed", Message: "the key may not use it", Line: 2}))
+		Consistently(f.calls.Load, time.Second).Should(BeZero())
+	})
+
 	It("cancels midway: running lines finish, unrun lines go to the error file, only what ran is billed", func() {
 		f := newFixture(func(fakeupstream.Request) fakeupstream.Reply {
 			return fakeupstream.Reply{Text: "ok", Delay: 150 * time.Millisecond, Usage: fakeupstream.Usage{InputTokens: inTokens, OutputTokens: outTokens}}

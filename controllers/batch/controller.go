@@ -150,7 +150,9 @@ func (r *Reconciler) step(ctx context.Context, b *v1.Batch) (ctrl.Result, error)
 	if st.ExpiresAt == nil {
 		st.ExpiresAt = &metav1.Time{Time: batches.ExpiresAt(b)}
 	}
-	if cancelRequested(b) && (st.State == "" || st.State == v1.BatchValidating || st.State == v1.BatchInProgress) {
+	// A cancel asked before the batch ended ends it cancelled, even when
+	// every line has run by then: the API answered it cancelling.
+	if cancelRequested(b) && (st.State == "" || st.State == v1.BatchValidating || st.State == v1.BatchInProgress || st.State == v1.BatchFinalizing) {
 		st.State, st.CancellingAt = v1.BatchCancelling, stamp(now)
 	}
 	switch st.State {
@@ -169,6 +171,10 @@ func (r *Reconciler) step(ctx context.Context, b *v1.Batch) (ctrl.Result, error)
 func (r *Reconciler) validate(ctx context.Context, b *v1.Batch, now time.Time) (ctrl.Result, error) {
 	st := &b.Status
 	st.State = v1.BatchValidating
+	if e, refused := batches.InputErrorOf(b); refused { // the gateway refused the file already
+		st.State, st.FailedAt, st.Errors = v1.BatchFailed, stamp(now), []v1.BatchError{e}
+		return ctrl.Result{}, nil
+	}
 	total, err := r.parse(ctx, b, func(batches.Line) error { return nil })
 	var ie *batches.InputError
 	switch {

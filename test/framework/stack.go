@@ -73,6 +73,9 @@ type StackOptions struct {
 	// another pod of the Deployment would be; the load harness compares
 	// usage durabilities side by side this way.
 	MoreGateways []GatewayOptions
+	// NoBatchController runs no Batch controller: for specs that write a
+	// Batch's status by hand, as the controller would.
+	NoBatchController bool
 }
 
 // GatewayOptions configure one of StackOptions.MoreGateways.
@@ -130,7 +133,7 @@ func (s *Stack) start(o StackOptions) error {
 	}
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: s.Config, Ledger: s.Ledger, SystemNamespace: SystemNamespace, QPS: o.ManagerQPS,
-		Controllers: &controllers.Options{SyncPeriod: sync},
+		Controllers: &controllers.Options{SyncPeriod: sync, NoBatchController: o.NoBatchController},
 		Gateway:     &gwOpts, Guard: s.Guard, UpstreamResponseHeaderTimeout: upstream.DefaultResponseHeaderTimeout,
 		// The TLS fakes serve httptest's certificate: trusted here, never by
 		// skipping verification.
