@@ -357,6 +357,21 @@ var _ = Describe("Batch controller", func() {
 		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
 	})
 
+	It("runs in a manager without a gateway, on a text pipeline of its own", func() {
+		f := newFixture(nil)
+		sys.stop()
+		sys = startManager()
+		DeferCleanup(func() { sys.stop(); sys = startSystem() })
+		const n = 4
+		b := waitState(f.submit(input(n, func(i int) string { return fmt.Sprint(i) }), 2, 0), v1.BatchCompleted)
+		Expect(f.calls.Load()).To(Equal(int64(n)))
+		Expect(b.Status.RequestCounts).To(Equal(v1.BatchRequestCounts{Total: n, Completed: n}))
+		got := rows(b, n, n)
+		Expect(sum(got)).To(Equal(linePrice * n))
+		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
+		Expect(resultLines(b, b.Status.OutputFileID)).To(HaveLen(n))
+	})
+
 	It("survives a manager restart mid-batch: no line runs twice, no row is billed twice", func() {
 		f := newFixture(func(fakeupstream.Request) fakeupstream.Reply {
 			return fakeupstream.Reply{Text: "ok", Delay: 100 * time.Millisecond, Usage: fakeupstream.Usage{InputTokens: inTokens, OutputTokens: outTokens}}

@@ -85,16 +85,26 @@ type system struct {
 
 // startSystem builds and starts a system on the suite's control plane,
 // ledger and blob store, with a replica ID (leases, spool) of its own.
-func startSystem() *system {
+func startSystem() *system { return start(true) }
+
+// startManager starts a system without a gateway, as `modelgate manager`
+// runs: the batch lines run on a text pipeline of the manager's own.
+func startManager() *system { return start(false) }
+
+func start(withGateway bool) *system {
 	seq++
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := wire.NewSystem(ctx, wire.SystemOptions{
+	o := wire.SystemOptions{
 		Config: env.Config, Ledger: ledger, SystemNamespace: framework.SystemNamespace,
-		Controllers: &controllers.Options{SyncPeriod: time.Second, BatchPassBudget: passBudget},
-		Gateway: &wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: time.Second, DataDir: dir, Blobs: blobs,
-			ReplicaID: fmt.Sprintf("batch-suite-%d", seq), NoConsole: true},
-		Guard: env.Guard, UpstreamRootCAs: fakeupstream.RootCAs(), SkipControllerNameValidation: true,
-	})
+		Controllers:  &controllers.Options{SyncPeriod: time.Second, BatchPassBudget: passBudget},
+		ManagerBlobs: wire.Options{Blobs: blobs, DataDir: dir},
+		Guard:        env.Guard, UpstreamRootCAs: fakeupstream.RootCAs(), SkipControllerNameValidation: true,
+	}
+	if withGateway {
+		o.Gateway = &wire.Options{Listen: "127.0.0.1:0", ShutdownGrace: time.Second, DataDir: dir, Blobs: blobs,
+			ReplicaID: fmt.Sprintf("batch-suite-%d", seq), NoConsole: true}
+	}
+	s, err := wire.NewSystem(ctx, o)
 	Expect(err).NotTo(HaveOccurred())
 	env.Served = s.Manager.GetCache()
 	out := &system{cancel: cancel, done: make(chan error, 1)}
