@@ -21,6 +21,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/batches"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/files"
+	"github.com/modelgate/modelgate/gateway/store"
 	"github.com/modelgate/modelgate/test/fakeupstream"
 	"github.com/modelgate/modelgate/test/framework"
 )
@@ -41,6 +42,8 @@ type fixture struct {
 	model string
 	fake  *fakeupstream.Server
 	calls atomic.Int64
+	// nextID, when set, is the ID of the next batch submitted.
+	nextID string
 }
 
 func newFixture(reply func(fakeupstream.Request) fakeupstream.Reply) *fixture {
@@ -105,6 +108,15 @@ func input(n int, what func(i int) string) string {
 	return b.String()
 }
 
+// batchID is the ID of the next batch submitted: nextID when set.
+func (f *fixture) batchID() string {
+	if id := f.nextID; id != "" {
+		f.nextID = ""
+		return id
+	}
+	return fmt.Sprintf("batch_%d", time.Now().UnixNano())
+}
+
 // submit uploads the input file and creates the Batch, as the API does.
 func (f *fixture) submit(in string, concurrency int32, window time.Duration) *v1.Batch {
 	ctx := context.Background()
@@ -113,7 +125,7 @@ func (f *fixture) submit(in string, concurrency int32, window time.Duration) *v1
 	Expect(err).NotTo(HaveOccurred())
 	b := &v1.Batch{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "batch-", Namespace: f.acct.Namespace},
-		Spec: v1.BatchSpec{BatchID: fmt.Sprintf("batch_%d", time.Now().UnixNano()), Endpoint: chat, InputFileID: file.ID,
+		Spec: v1.BatchSpec{BatchID: f.batchID(), Endpoint: chat, InputFileID: file.ID,
 			Concurrency: concurrency, TokenName: f.acct.Token.Name, TokenID: f.acct.Token.Status.TokenID,
 			UserID: f.acct.Tenant.Status.UserID},
 	}
@@ -370,6 +382,27 @@ var _ = Describe("Batch controller", func() {
 		Expect(sum(got)).To(Equal(linePrice * n))
 		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
 		Expect(resultLines(b, b.Status.OutputFileID)).To(HaveLen(n))
+	})
+
+	It("does not send again a line an earlier run billed but did not record (a hard crash)", func() {
+		f := newFixture(nil)
+		f.nextID = fmt.Sprintf("batch_%d", time.Now().UnixNano())
+		// What a run killed between the usage row and the part leaves: line
+		// 2's row in the ledger, no result.
+		_, err := ledger.InsertUsage(context.Background(), []store.UsageRow{{RequestID: batches.RequestID(f.nextID, 2),
+			UserID: f.acct.Tenant.Status.UserID, TokenID: f.acct.Token.Status.TokenID, TokenName: "k", ModelName: f.model,
+			PromptTokens: inTokens, CompletionTokens: outTokens, BillingPhase: store.PhaseSettled, Quota: linePrice}})
+		Expect(err).NotTo(HaveOccurred())
+		const n = 3
+		b := waitState(f.submit(input(n, func(i int) string { return fmt.Sprint(i) }), 1, 0), v1.BatchCompleted)
+		Expect(f.calls.Load()).To(Equal(int64(n-1)), "line 2 is not sent again")
+		Expect(b.Status.RequestCounts).To(Equal(v1.BatchRequestCounts{Total: n, Completed: n - 1, Failed: 1}))
+		errs := resultLines(b, b.Status.ErrorFileID)
+		Expect(errs).To(HaveLen(1))
+		Expect(errs[0].CustomID).To(Equal("req-1"))
+		Expect(errs[0].Error.Code).To(Equal("result_unavailable"))
+		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(linePrice*n), "its row counts in the cost, once")
+		Expect(sum(rows(b, n, n))).To(Equal(linePrice * n))
 	})
 
 	It("survives a manager restart mid-batch: no line runs twice, no row is billed twice", func() {
