@@ -304,7 +304,7 @@ func registerConcurrency(fs *flag.FlagSet, c *controllers.Concurrency) {
 	}{
 		{"tenant", &c.Tenant, d.Tenant}, {"apitoken", &c.ApiToken, d.ApiToken}, {"modelroute", &c.ModelRoute, d.ModelRoute},
 		{"pricerule", &c.PriceRule, d.PriceRule}, {"generationtask", &c.GenerationTask, d.GenerationTask},
-		{"taskwebhook", &c.TaskWebhook, d.TaskWebhook},
+		{"taskwebhook", &c.TaskWebhook, d.TaskWebhook}, {"batch", &c.Batch, d.Batch},
 	} {
 		fs.IntVar(f.v, "concurrent-"+f.kind+"-reconciles", f.def, "objects of this kind reconciled at once")
 	}

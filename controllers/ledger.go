@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"github.com/modelgate/modelgate/controllers/batch"
 	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
@@ -41,6 +42,7 @@ type SystemLedger interface {
 	generationtask.Ledger
 	tasks.ReviewRecords
 	housekeeping.Ledger
+	batch.Ledger
 }
 
 var _ SystemLedger = (*store.Store)(nil)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/modelgate/modelgate/controllers/batch"
 	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/assetcopy"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
@@ -53,18 +54,31 @@ type Options struct {
 	// Concurrency is each controller's number of concurrent reconciles
 	// (zero fields: DefaultConcurrency's).
 	Concurrency Concurrency
+	// BatchLines runs batch lines through the gateway's data path, and
+	// BatchFiles reads their input and stores their results (the
+	// composition root's); without both (or without Blobs, which holds a
+	// batch's progress), no Batch controller runs.
+	BatchLines batch.LineRunner
+	BatchFiles batch.Files
+	// BatchPassBudget bounds how long one pass of the Batch controller
+	// starts lines (zero: batch.DefaultPassBudget).
+	BatchPassBudget time.Duration
+	// NoBatchController leaves Batches alone (a test suite that plays the
+	// controller's part by hand).
+	NoBatchController bool
 }
 
 // Concurrency is the number of concurrent reconciles per controller.
 type Concurrency struct {
-	Tenant, ApiToken, ModelRoute, PriceRule, GenerationTask, TaskWebhook int
+	Tenant, ApiToken, ModelRoute, PriceRule, GenerationTask, TaskWebhook, Batch int
 }
 
 // DefaultConcurrency: one worker where reconciles are cheap and rare;
 // ApiToken runs 4 (a GitOps fleet of thousands of keys waits on the ledger
 // and the API server, not on CPU), GenerationTask 8 (tasks wait on
-// upstreams) and TaskWebhook 4 (deliveries wait on receivers).
-var DefaultConcurrency = Concurrency{Tenant: 1, ApiToken: 4, ModelRoute: 1, PriceRule: 1, GenerationTask: 8, TaskWebhook: 4}
+// upstreams), TaskWebhook 4 (deliveries wait on receivers) and Batch 4
+// (batches at once; each runs its own spec.concurrency lines).
+var DefaultConcurrency = Concurrency{Tenant: 1, ApiToken: 4, ModelRoute: 1, PriceRule: 1, GenerationTask: 8, TaskWebhook: 4, Batch: 4}
 
 // withDefaults fills zero fields from DefaultConcurrency.
 func (c Concurrency) withDefaults() Concurrency {
@@ -77,7 +91,8 @@ func (c Concurrency) withDefaults() Concurrency {
 	d := DefaultConcurrency
 	return Concurrency{Tenant: pick(c.Tenant, d.Tenant), ApiToken: pick(c.ApiToken, d.ApiToken),
 		ModelRoute: pick(c.ModelRoute, d.ModelRoute), PriceRule: pick(c.PriceRule, d.PriceRule),
-		GenerationTask: pick(c.GenerationTask, d.GenerationTask), TaskWebhook: pick(c.TaskWebhook, d.TaskWebhook)}
+		GenerationTask: pick(c.GenerationTask, d.GenerationTask), TaskWebhook: pick(c.TaskWebhook, d.TaskWebhook),
+		Batch: pick(c.Batch, d.Batch)}
 }
 
 // Setup registers every reconciler with the manager. Indexes are registered
@@ -118,6 +133,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&generationtask.WebhookReconciler{Client: mgr.GetClient(), Blobs: o.Blobs, Clock: o.Clock, Workers: workers.TaskWebhook, Webhooks: webhooks,
 		Events: mgr.GetEventRecorder("modelgate-taskwebhook")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("generationtask webhook controller: %w", err)
+	}
+	if o.BatchLines != nil && o.BatchFiles != nil && o.Blobs != nil && !o.NoBatchController {
+		if err := (&batch.Reconciler{Client: mgr.GetClient(), Lines: o.BatchLines, Files: o.BatchFiles, Ledger: o.Ledger,
+			Blobs: o.Blobs, Clock: o.Clock, Workers: workers.Batch, PassBudget: o.BatchPassBudget}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("batch controller: %w", err)
+		}
 	}
 	var blobs tasks.BlobDeleter
 	if o.Blobs != nil { // not a typed nil in the interface

@@ -135,7 +135,14 @@ func (a *Authenticator) APIKey(ctx context.Context, r *http.Request, allowXAPIKe
 	if len(found) != 1 {
 		return nil, unauthorized("invalid API key")
 	}
-	tok := found[0]
+	return a.Principal(ctx, found[0])
+}
+
+// Principal is the principal of a key's ApiToken, with the checks APIKey
+// makes once the key is found: the token usable now, its tenant ready, its
+// ledger ID known. The Batch controller runs a batch's lines as the
+// ApiToken that submitted it this way (raw keys are not stored).
+func (a *Authenticator) Principal(ctx context.Context, tok *v1.ApiToken) (*Principal, *Failure) {
 	if f := a.tokenUsable(tok); f != nil {
 		return nil, f
 	}

@@ -1,6 +1,7 @@
 package batches
 
 import (
+	"encoding/json"
 	"time"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -37,4 +38,25 @@ func State(b *v1.Batch) v1.BatchState {
 		return v1.BatchCancelling
 	}
 	return s
+}
+
+// InputErrorAnnotation holds, as JSON ({"code","message","line"}), why the
+// gateway refused a batch's input file beyond its format (a model the key
+// may not use, or none serves), written with the object: the gateway then
+// fails the batch's status, and a controller that reaches the batch first
+// fails it with this error instead of running it.
+const InputErrorAnnotation = "modelgate.io/input-error"
+
+// InputErrorOf is b's InputErrorAnnotation; ok is false without one (or
+// with one that is not an error's JSON).
+func InputErrorOf(b *v1.Batch) (v1.BatchError, bool) {
+	s, found := b.Annotations[InputErrorAnnotation]
+	if !found {
+		return v1.BatchError{}, false
+	}
+	var e v1.BatchError
+	if err := json.Unmarshal([]byte(s), &e); err != nil || e.Code == "" {
+		return v1.BatchError{}, false
+	}
+	return e, true
 }

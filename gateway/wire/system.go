@@ -74,6 +74,9 @@ type SystemOptions struct {
 	// verified against instead of the system's (--upstream-ca-file: the
 	// system's plus a private CA; tests: their fakes' CA).
 	UpstreamRootCAs *x509.CertPool
+	// SkipControllerNameValidation lets one process build more than one
+	// system with controllers (tests that restart the manager in process).
+	SkipControllerNameValidation bool
 }
 
 // System is modelgate assembled on one controller-runtime manager.
@@ -91,6 +94,9 @@ type System struct {
 	// controllers and every gateway of the system.
 	Upstreams *upstream.Registry
 	guard     *netguard.Guard
+	// lines runs the Batch controller's lines on the first gateway's text
+	// pipeline, or on the manager's own without a gateway.
+	lines *batchLines
 
 	ledger    *store.Store
 	namespace string
@@ -118,6 +124,10 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 		LeaderElectionID:        "modelgate-manager.modelgate.io",
 		LeaderElectionNamespace: o.SystemNamespace,
 	}
+	if o.SkipControllerNameValidation {
+		skip := true
+		mopts.Controller.SkipNameValidation = &skip
+	}
 	if o.Controllers == nil {
 		// A gateway may read Secrets only in the system namespace (upstream
 		// credentials); a cluster-wide Secret informer would never sync.
@@ -132,7 +142,8 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 	if err := index.AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	s := &System{Manager: mgr, ledger: o.Ledger, namespace: o.SystemNamespace, guard: o.Guard}
+	s := &System{Manager: mgr, ledger: o.Ledger, namespace: o.SystemNamespace, guard: o.Guard,
+		lines: &batchLines{cache: mgr.GetClient()}}
 	// Each upstream attempt carries its trace context (telemetry.Transport):
 	// off, the wrapper costs one atomic load per request.
 	s.Egress = upstream.NewEgress(upstream.EgressOptions{ResponseHeaderTimeout: o.UpstreamResponseHeaderTimeout,
@@ -145,6 +156,7 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 		copts := *o.Controllers
 		copts.Ledger, copts.KnownProvider, copts.Blobs, copts.Upstreams = o.Ledger, builtin.Known, s.Blobs, s.Upstreams
 		copts.Guard, copts.Downloads = o.Guard, s.Egress.Downloads
+		copts.BatchLines, copts.BatchFiles = s.lines, batchFilesOf(o.Ledger, s.Blobs)
 		if err := controllers.Setup(mgr, copts); err != nil {
 			return nil, err
 		}
@@ -152,6 +164,10 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 	}
 	if o.Gateway != nil {
 		if s.Gateway, err = s.AddGateway(*o.Gateway); err != nil {
+			return nil, err
+		}
+	} else if o.Controllers != nil {
+		if err := s.addBatchPipeline(o); err != nil {
 			return nil, err
 		}
 	}
@@ -195,7 +211,7 @@ func (s *System) addHealthChecks(ctx context.Context, ledger *store.Store) error
 // NewSystem adds SystemOptions.Gateway this way; the load harness adds
 // more replicas to compare their configurations in one process.
 func (s *System) AddGateway(o Options) (*server.Server, error) {
-	o.SystemNamespace, o.Blobs = s.namespace, s.Blobs
+	o.SystemNamespace, o.Blobs, o.lines = s.namespace, s.Blobs, s.lines
 	return Gateway(s.Manager, s.ledger, s.Upstreams, s.guard, o)
 }
 

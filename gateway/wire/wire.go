@@ -45,6 +45,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/tokenspec"
 	"github.com/modelgate/modelgate/gateway/uploads"
 	"github.com/modelgate/modelgate/gateway/upstream"
+	"github.com/modelgate/modelgate/gateway/upstream/credential"
 	"github.com/modelgate/modelgate/gateway/usagelog"
 )
 
@@ -110,6 +111,10 @@ type Options struct {
 	// format, size and aspect (multi-image family); for clusters without
 	// egress, and for tests whose image URLs do not exist.
 	NoImageProbe bool
+
+	// lines, when set, is bound to this gateway's text pipeline: the Batch
+	// controller of the same system runs its lines on it.
+	lines *batchLines
 }
 
 // DefaultLeaseTTL is the gateway's lease TTL (--lease-ttl): an active key
@@ -127,6 +132,119 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	if o.SystemNamespace == "" {
 		o.SystemNamespace = "modelgate-system"
 	}
+	pl, err := newPipeline(mgr, ledger, upstreams, o)
+	if err != nil {
+		return nil, err
+	}
+	o.ReplicaID = pl.replicaID
+	usage, leaser, spoolPath := pl.usage, pl.leaser, pl.spoolPath
+	authn, router, prices := pl.authn, pl.router, pl.prices
+	var lines *batchLines // drained by this gateway before its pipeline closes
+	if o.lines != nil && o.lines.bind(handlers.NewBatchLines(pl.text, pl.embeddings), authn) {
+		lines = o.lines
+	}
+	var srv *server.Server
+	blobs := o.Blobs
+	if blobs == nil {
+		if blobs, err = OpenBlobs(o, func() string { return publicURL(o, srv) }); err != nil {
+			return nil, err
+		}
+	}
+	srv = server.New(server.Options{
+		Addr:          o.Listen,
+		ShutdownGrace: o.ShutdownGrace,
+		Unmatched:     handlers.Unmatched,
+		ReadyChecks: map[string]server.ReadyCheck{
+			"informer caches": func(ctx context.Context) error {
+				if !mgr.GetCache().WaitForCacheSync(ctx) {
+					return errors.New("not synced yet")
+				}
+				return nil
+			},
+			"ledger": ledgerOrSpool(ledger, spoolPath),
+		},
+	})
+	breaker, admitter, creds := pl.breaker, pl.admitter, pl.creds
+	batchFiles := files.New(ledger, blobs, files.Options{MaxBytes: o.BatchFileMaxBytes, Clock: o.Clock})
+	pricingHandler := &handlers.Pricing{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace}
+	handlers.Register(srv, handlers.Handlers{
+		Auth:      authn,
+		Tokens:    &handlers.Tokens{Writer: mgr.GetClient(), Ledger: ledger, Auth: authn, Clock: o.Clock},
+		Balance:   &handlers.Balance{Ledger: ledger, Unit: o.BalanceUnit},
+		Models:    &handlers.Models{Router: router, Prices: prices.Table},
+		Pricing:   pricingHandler,
+		Usage:     &handlers.Usage{Ledger: ledger, Auth: authn, Clock: o.Clock},
+		Responses: &handlers.StoredResponses{Ledger: ledger},
+		Uploads:   &handlers.Uploads{Blobs: blobs, Ledger: ledger, Clock: o.Clock, UploadTTL: o.UploadTTL},
+		Text:      pl.text,
+		CountTokens: &handlers.CountTokensDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker,
+			Upstreams: upstreams, Credentials: creds},
+		Embeddings: pl.embeddings,
+		Media: &handlers.MediaDeps{Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
+			Ledger: ledger, Clock: o.Clock, Router: router, Admitter: admitter, Blobs: blobs,
+			SubmitWait: o.SubmitWait, ImageProbe: imageProbe(blobs, guard, o.NoImageProbe)},
+		Files: &handlers.Files{Files: batchFiles},
+		Batches: &handlers.Batches{Files: batchFiles, Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
+			Routes: router, Clock: o.Clock},
+	})
+	if !o.NoConsole {
+		key, err := ConsoleSessionKey(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.ConsoleOIDC.Validate(); err != nil {
+			return nil, err
+		}
+		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
+			Catalog: pricingHandler.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key,
+			Writer: mgr.GetClient(), Registry: ledger, KnowsKey: authn.KnowsKey, Live: mgr.GetAPIReader(),
+			OIDC: o.ConsoleOIDC, Unmatched: handlers.Unmatched})
+	}
+	if blobs.Local() {
+		srv.Handle("GET "+blob.FilesPath, blobs.Handler())
+	}
+	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser, lines: lines}); err != nil {
+		return nil, err
+	}
+	// Expired uploads and their blobs are deleted on every replica, except
+	// those a live task still references.
+	sweeper := uploads.NewSweeper(ledger, blobs, o.Clock)
+	sweeper.InUse = referencedByLiveTask(mgr.GetCache())
+	if err := mgr.Add(sweeper); err != nil {
+		return nil, err
+	}
+	// Expired batch files go the same way, on every replica (deletes are
+	// idempotent).
+	if err := mgr.Add(fileSweeper{files: batchFiles, clock: periodic.Ticking(o.Clock)}); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// pipeline is the text data path of a gateway: usage writer and spool,
+// quota leaser, authenticator, router, limits, admission, prices and
+// credentials, and the text and embeddings handlers' dependencies on them.
+// A gateway serves its endpoints on it; the Batch controller of a manager
+// without a gateway runs its lines on one of its own (batchLines).
+type pipeline struct {
+	replicaID, spoolPath string
+	usage                *usagelog.Writer
+	leaser               *store.Leaser
+	authn                *auth.Authenticator
+	breaker              *routing.Breaker
+	router               *routing.Router
+	lim                  *ratelimit.Limiter
+	admitter             *admission.Admitter
+	sink                 handlers.UsageSink
+	creds                credential.Source
+	prices               *priceBook
+	text                 *handlers.TextDeps
+	embeddings           *handlers.EmbeddingsDeps
+}
+
+// newPipeline builds the text data path on the manager's cache and the
+// ledger (o's clock and system namespace already defaulted).
+func newPipeline(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry, o Options) (*pipeline, error) {
 	// The spool is named after the replica's stable name (POD_NAME), or
 	// "local" without one, so that the next run on the same data directory
 	// replays what a killed run left in it; a lock keeps two live processes
@@ -169,13 +287,6 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	}
 	leaser := ledger.NewLeaser(store.LeaseConfig{ReplicaID: o.ReplicaID, Chunk: billing.QuotaPerUSD,
 		DirectBelow: 2 * billing.QuotaPerUSD, TTL: o.LeaseTTL})
-	var srv *server.Server
-	blobs := o.Blobs
-	if blobs == nil {
-		if blobs, err = OpenBlobs(o, func() string { return publicURL(o, srv) }); err != nil {
-			return nil, err
-		}
-	}
 	lookup, err := index.NewLookup(context.Background(), mgr.GetCache())
 	if err != nil {
 		return nil, err
@@ -192,20 +303,6 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 	if err := prices.watch(context.Background(), mgr.GetCache()); err != nil {
 		return nil, err
 	}
-	srv = server.New(server.Options{
-		Addr:          o.Listen,
-		ShutdownGrace: o.ShutdownGrace,
-		Unmatched:     handlers.Unmatched,
-		ReadyChecks: map[string]server.ReadyCheck{
-			"informer caches": func(ctx context.Context) error {
-				if !mgr.GetCache().WaitForCacheSync(ctx) {
-					return errors.New("not synced yet")
-				}
-				return nil
-			},
-			"ledger": ledgerOrSpool(ledger, spoolPath),
-		},
-	})
 	authn := &auth.Authenticator{Lookup: lookup, Clock: o.Clock, ResolveTokenID: resolveTokenID(ledger)}
 	// One breaker: the router skips the backends whose circuit the text
 	// handler opened.
@@ -218,62 +315,13 @@ func Gateway(mgr ctrl.Manager, ledger *store.Store, upstreams *upstream.Registry
 		Prices: handlers.PriceSelector{Prices: prices.Table, Recheck: prices.Recheck}.Select}
 	sink := usageSink(usage, o.WrapUsageSink)
 	creds := credentials(secrets, mgr.GetClient())
-	batchFiles := files.New(ledger, blobs, files.Options{MaxBytes: o.BatchFileMaxBytes, Clock: o.Clock})
-	pricingHandler := &handlers.Pricing{Cache: mgr.GetCache(), SystemNamespace: o.SystemNamespace}
-	handlers.Register(srv, handlers.Handlers{
-		Auth:      authn,
-		Tokens:    &handlers.Tokens{Writer: mgr.GetClient(), Ledger: ledger, Auth: authn, Clock: o.Clock},
-		Balance:   &handlers.Balance{Ledger: ledger, Unit: o.BalanceUnit},
-		Models:    &handlers.Models{Router: router, Prices: prices.Table},
-		Pricing:   pricingHandler,
-		Usage:     &handlers.Usage{Ledger: ledger, Auth: authn, Clock: o.Clock},
-		Responses: &handlers.StoredResponses{Ledger: ledger},
-		Uploads:   &handlers.Uploads{Blobs: blobs, Ledger: ledger, Clock: o.Clock, UploadTTL: o.UploadTTL},
-		Text: &handlers.TextDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Limiter: lim, Leaser: leaser,
+	return &pipeline{replicaID: o.ReplicaID, spoolPath: spoolPath, usage: usage, leaser: leaser, authn: authn,
+		breaker: breaker, router: router, lim: lim, admitter: admitter, sink: sink, creds: creds, prices: prices,
+		text: &handlers.TextDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Limiter: lim, Leaser: leaser,
 			UsageLog: sink, Prices: prices.Table, Upstreams: upstreams, Credentials: creds, Ledger: ledger},
-		CountTokens: &handlers.CountTokensDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker,
-			Upstreams: upstreams, Credentials: creds},
-		Embeddings: &handlers.EmbeddingsDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Limiter: lim, Leaser: leaser,
+		embeddings: &handlers.EmbeddingsDeps{Clock: o.Clock, Admitter: admitter, Breaker: breaker, Limiter: lim, Leaser: leaser,
 			UsageLog: sink, Prices: prices.Table, Upstreams: upstreams, Credentials: creds},
-		Media: &handlers.MediaDeps{Cache: mgr.GetCache(), Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
-			Ledger: ledger, Clock: o.Clock, Router: router, Admitter: admitter, Blobs: blobs,
-			SubmitWait: o.SubmitWait, ImageProbe: imageProbe(blobs, guard, o.NoImageProbe)},
-		Files: &handlers.Files{Files: batchFiles},
-		Batches: &handlers.Batches{Files: batchFiles, Writer: mgr.GetClient(), API: mgr.GetAPIReader(),
-			Routes: router, Clock: o.Clock},
-	})
-	if !o.NoConsole {
-		key, err := ConsoleSessionKey(o)
-		if err != nil {
-			return nil, err
-		}
-		if err := o.ConsoleOIDC.Validate(); err != nil {
-			return nil, err
-		}
-		console.Register(srv, console.Deps{Accounts: authn, Ledger: ledger, Cache: mgr.GetCache(),
-			Catalog: pricingHandler.TenantCatalog, Results: blobs, Clock: o.Clock, SessionKey: key,
-			Writer: mgr.GetClient(), Registry: ledger, KnowsKey: authn.KnowsKey, Live: mgr.GetAPIReader(),
-			OIDC: o.ConsoleOIDC, Unmatched: handlers.Unmatched})
-	}
-	if blobs.Local() {
-		srv.Handle("GET "+blob.FilesPath, blobs.Handler())
-	}
-	if err := mgr.Add(&runnable{srv: srv, usage: usage, leaser: leaser}); err != nil {
-		return nil, err
-	}
-	// Expired uploads and their blobs are deleted on every replica, except
-	// those a live task still references.
-	sweeper := uploads.NewSweeper(ledger, blobs, o.Clock)
-	sweeper.InUse = referencedByLiveTask(mgr.GetCache())
-	if err := mgr.Add(sweeper); err != nil {
-		return nil, err
-	}
-	// Expired batch files go the same way, on every replica (deletes are
-	// idempotent).
-	if err := mgr.Add(fileSweeper{files: batchFiles, clock: periodic.Ticking(o.Clock)}); err != nil {
-		return nil, err
-	}
-	return srv, nil
+	}, nil
 }
 
 // limiter holds the rate limits of every replica on a PostgreSQL ledger
@@ -443,6 +491,8 @@ type runnable struct {
 	srv    *server.Server
 	usage  *usagelog.Writer
 	leaser *store.Leaser
+	// lines are the batch lines run on this gateway's pipeline (nil: none).
+	lines *batchLines
 }
 
 func (r *runnable) NeedLeaderElection() bool { return false }
@@ -452,6 +502,9 @@ func (r *runnable) Start(ctx context.Context) error {
 	err := r.srv.Run(ctx)
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if r.lines != nil {
+		r.lines.drain(shutdown)
+	}
 	if cerr := r.usage.Close(shutdown); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("flush usage rows: %w", cerr))
 	}

@@ -242,9 +242,10 @@ func TestManagerRBAC(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "watch Secrets cluster-wide")
 	w.Stop()
 
-	// Status of its kinds; spec of the GenerationTasks it finishes and deletes.
+	// Status of its kinds; spec of the GenerationTasks it finishes and
+	// deletes; the Batches it runs.
 	g.Expect(mgr.Status().Patch(ctx, tenant, client.RawPatch(types.MergePatchType, []byte(`{"status":{"observedGeneration":1}}`)))).To(Succeed())
-	for _, list := range []client.ObjectList{&v1.ApiTokenList{}, &v1.ModelRouteList{}, &v1.PriceRuleList{}, &v1.GenerationTaskList{}} {
+	for _, list := range []client.ObjectList{&v1.ApiTokenList{}, &v1.ModelRouteList{}, &v1.PriceRuleList{}, &v1.GenerationTaskList{}, &v1.BatchList{}} {
 		g.Expect(mgr.List(ctx, list)).To(Succeed(), "%T", list)
 	}
 

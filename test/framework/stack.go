@@ -77,6 +77,9 @@ type StackOptions struct {
 	// ConsoleOIDC configures the console's OpenID Connect sign-in
 	// (OIDCProvider.ConsoleConfig); zero: access-token sign-in only.
 	ConsoleOIDC console.OIDC
+	// NoBatchController runs no Batch controller: for specs that write a
+	// Batch's status by hand, as the controller would.
+	NoBatchController bool
 }
 
 // GatewayOptions configure one of StackOptions.MoreGateways.
@@ -134,7 +137,7 @@ func (s *Stack) start(o StackOptions) error {
 	}
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: s.Config, Ledger: s.Ledger, SystemNamespace: SystemNamespace, QPS: o.ManagerQPS,
-		Controllers: &controllers.Options{SyncPeriod: sync},
+		Controllers: &controllers.Options{SyncPeriod: sync, NoBatchController: o.NoBatchController},
 		Gateway:     &gwOpts, Guard: s.Guard, UpstreamResponseHeaderTimeout: upstream.DefaultResponseHeaderTimeout,
 		// The TLS fakes serve httptest's certificate: trusted here, never by
 		// skipping verification.

@@ -229,6 +229,21 @@ func (h *Batches) createBatch(ctx context.Context, p *auth.Principal, id string,
 		},
 		Spec: spec,
 	}
+	var failure v1.BatchError
+	if inputErr != nil {
+		msg := inputErr.Message
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		failure = v1.BatchError{Code: inputErr.Code, Message: msg, Line: inputErr.Line}
+		// With the object, so the controller never runs a batch it may
+		// reach before the status below is written.
+		data, err := json.Marshal(failure)
+		if err != nil {
+			return nil, err
+		}
+		b.Annotations[batches.InputErrorAnnotation] = string(data)
+	}
 	if err := h.Writer.Create(ctx, b); err != nil {
 		return nil, fmt.Errorf("create batch %s: %w", id, err)
 	}
@@ -236,13 +251,11 @@ func (h *Batches) createBatch(ctx context.Context, p *auth.Principal, id string,
 		return b, nil
 	}
 	now := metav1.NewTime(h.Clock.Now())
-	msg := inputErr.Message
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
-	b.Status = v1.BatchStatus{State: v1.BatchFailed, FailedAt: &now,
-		Errors: []v1.BatchError{{Code: inputErr.Code, Message: msg, Line: inputErr.Line}}}
-	if err := h.Writer.Status().Update(ctx, b); err != nil {
+	orig := b.DeepCopy()
+	b.Status = v1.BatchStatus{State: v1.BatchFailed, FailedAt: &now, Errors: []v1.BatchError{failure}}
+	// A merge patch: the controller may have written the same failure
+	// first, and an update would then conflict.
+	if err := h.Writer.Status().Patch(ctx, b, client.MergeFrom(orig)); err != nil {
 		return nil, fmt.Errorf("fail batch %s: %w", id, err)
 	}
 	return b, nil

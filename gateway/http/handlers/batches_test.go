@@ -33,7 +33,6 @@ func uploadBatchFile(key, content string) (int, map[string]any) {
 		filePart("in.jsonl", "application/jsonl", []byte(content)))
 }
 
-
 // batchCR reads the Batch of a public batch ID from the API server.
 func batchCR(namespace, id string) *v1.Batch {
 	b := &v1.Batch{}

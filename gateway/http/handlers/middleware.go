@@ -33,6 +33,9 @@ type requestInfo struct {
 	// model is the routed model ("" until a route matched: client-chosen
 	// names never become label values); backend the one that answered.
 	model, backend string
+	// batch marks a batch line run in process (BatchLines): settlement
+	// charges the batch price and records the charge in it.
+	batch *batchLine
 }
 
 type requestInfoKey struct{}

@@ -581,10 +581,16 @@ func (t *Text) settle(p *auth.Principal, c *textCall, cand *routing.Candidate, u
 			rule = r
 		}
 	}
-	quota, err = rule.Charge(pricing.Usage{
+	measured := pricing.Usage{
 		Requests: 1, InputTextTokens: u.PromptTokens(), CachedTextTokens: deref(u.CacheReadTokens),
 		CacheWriteTokens: deref(u.CacheWriteTokens), OutputTextTokens: u.OutputTokens, Failed: cut,
-	}, c.Accepted)
+	}
+	line := infoOf(reqCtx).batch
+	if line != nil {
+		quota, err = rule.ChargeBatch(measured, c.Accepted)
+	} else {
+		quota, err = rule.Charge(measured, c.Accepted)
+	}
 	if err != nil {
 		log.FromContext(ctx).Error(err, "price usage; charging the reservation", "requestID", c.requestID)
 		quota = c.Estimate
@@ -610,7 +616,13 @@ func (t *Text) settle(p *auth.Principal, c *textCall, cand *routing.Candidate, u
 		log.FromContext(ctx).Error(err, "queue usage row", "requestID", c.requestID)
 		return err
 	}
-	return ack.Wait(reqCtx)
+	if err := ack.Wait(reqCtx); err != nil {
+		return err
+	}
+	if line != nil {
+		line.billed, line.quota = true, quota
+	}
+	return nil
 }
 
 // usageNotRecorded answers a request whose usage row is not durable in

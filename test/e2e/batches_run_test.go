@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/openai/openai-go/v3"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/batches"
+	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/test/framework"
+)
+
+// A batch run to its end: the controller runs the lines through the
+// gateway's data path, the SDK downloads the output file.
+var _ = Describe("Batches run end to end", func() {
+	It("OpenAI SDK: a batch completes and its output file is downloaded, each line billed once at the batch price", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		model := uniqueModel("batch-run")
+		textModel(t, framework.SystemNamespace, model, sim("sim", "simulated-openai"))
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+		c := openaiClient(acct.Key)
+
+		const n = 5
+		var lines strings.Builder
+		for i := range n {
+			fmt.Fprintf(&lines, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":32,"messages":[{"role":"user","content":"line %d"}]}}`+"\n", i, model, i)
+		}
+		f, err := c.Files.New(ctx, openai.FileNewParams{
+			File:    openai.File(strings.NewReader(lines.String()), "requests.jsonl", "application/jsonl"),
+			Purpose: openai.FilePurposeBatch,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		b, err := c.Batches.New(ctx, openai.BatchNewParams{
+			InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+
+		g.Eventually(func(g Gomega) {
+			b, err = c.Batches.Get(ctx, b.ID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(b.Status)).To(Equal("completed"))
+		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		g.Expect(b.RequestCounts.Total).To(Equal(int64(n)))
+		g.Expect(b.RequestCounts.Completed).To(Equal(int64(n)))
+		g.Expect(b.RequestCounts.Failed).To(BeZero())
+		g.Expect(b.CompletedAt).To(BeNumerically(">", 0))
+		g.Expect(b.OutputFileID).To(HavePrefix("file-"))
+		g.Expect(b.ErrorFileID).To(BeEmpty())
+
+		resp, err := c.Files.Content(ctx, b.OutputFileID)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		var out []batches.OutputLine
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var o batches.OutputLine
+			g.Expect(json.Unmarshal(sc.Bytes(), &o)).To(Succeed())
+			out = append(out, o)
+		}
+		g.Expect(sc.Err()).NotTo(HaveOccurred())
+		g.Expect(out).To(HaveLen(n))
+		for i, o := range out {
+			g.Expect(o.CustomID).To(Equal(fmt.Sprintf("r%d", i)))
+			g.Expect(o.Response.StatusCode).To(Equal(200))
+			var cc openai.ChatCompletion
+			g.Expect(json.Unmarshal(o.Response.Body, &cc)).To(Succeed())
+			g.Expect(cc.Choices).NotTo(BeEmpty())
+		}
+
+		rows := usageRows(t, acct, n)
+		var sum billing.Quota
+		for _, r := range rows {
+			sum += r.Quota
+			alone := textQuota(r.PromptTokens, r.CompletionTokens)
+			g.Expect(int64(r.Quota)*2).To(BeNumerically("~", alone, 2), "a line costs half the request sent alone")
+		}
+		cr := &v1.Batch{}
+		g.Expect(stack.Client.Get(ctx, client.ObjectKey{Namespace: acct.Namespace, Name: strings.ReplaceAll(b.ID, "_", "-")}, cr)).To(Succeed())
+		g.Expect(cr.Status.Cost).NotTo(BeNil())
+		g.Expect(billing.Quota(cr.Status.Cost.Quota)).To(Equal(sum), "the batch's cost is the sum of its usage rows")
+		ledgerUsed(t, acct, int64(sum))
+	})
+})
