@@ -313,21 +313,33 @@ func (h *Batches) CancelMessageBatch(w http.ResponseWriter, r *http.Request, p *
 	writeJSON(w, http.StatusOK, batches.MessageBatchOf(b, resultsURL(r, id)))
 }
 
+// endedMessageBatch is the caller's message batch named by the path once
+// it has ended. Otherwise it answers: 404 for none, 400 with "Message batch
+// <id> <notEnded>." while it is processing.
+func (h *Batches) endedMessageBatch(w http.ResponseWriter, r *http.Request, p *auth.Principal, notEnded string) (*v1.Batch, bool) {
+	id := r.PathValue("id")
+	b, err := h.lookup(r.Context(), p, "anthropic", id)
+	switch {
+	case err != nil:
+		h.messagesFail(w, r, err)
+		return nil, false
+	case b == nil:
+		messageBatchNotFound(w, id)
+		return nil, false
+	case batches.ProcessingStatus(b) != batches.ProcessingEnded:
+		messagesFail(w, http.StatusBadRequest, fmt.Sprintf("Message batch %s %s.", id, notEnded))
+		return nil, false
+	}
+	return b, true
+}
+
 // DeleteMessageBatch removes an ended batch with its input and result
 // files; one still processing must be cancelled first (400).
 func (h *Batches) DeleteMessageBatch(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	b, err := h.lookup(ctx, p, "anthropic", id)
-	switch {
-	case err != nil:
-		h.messagesFail(w, r, err)
-		return
-	case b == nil:
-		messageBatchNotFound(w, id)
-		return
-	case batches.ProcessingStatus(b) != batches.ProcessingEnded:
-		messagesFail(w, http.StatusBadRequest, fmt.Sprintf("Message batch %s cannot be deleted while it is processing; cancel it first.", id))
+	b, ok := h.endedMessageBatch(w, r, p, "cannot be deleted while it is processing; cancel it first")
+	if !ok {
 		return
 	}
 	if err := h.Writer.Delete(ctx, b); client.IgnoreNotFound(err) != nil {
@@ -354,16 +366,8 @@ func (h *Batches) DeleteMessageBatch(w http.ResponseWriter, r *http.Request, p *
 func (h *Batches) MessageBatchResults(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	b, err := h.lookup(ctx, p, "anthropic", id)
-	switch {
-	case err != nil:
-		h.messagesFail(w, r, err)
-		return
-	case b == nil:
-		messageBatchNotFound(w, id)
-		return
-	case batches.ProcessingStatus(b) != batches.ProcessingEnded:
-		messagesFail(w, http.StatusBadRequest, fmt.Sprintf("Message batch %s has not ended yet; its results are available once processing_status is ended.", id))
+	b, ok := h.endedMessageBatch(w, r, p, "has not ended yet; its results are available once processing_status is ended")
+	if !ok {
 		return
 	}
 	var readers []io.ReadCloser
