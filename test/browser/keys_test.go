@@ -84,27 +84,7 @@ func TestKeysInBrowser(t *testing.T) {
 
 	p := openPage(t, ctx, browser, 3*time.Minute)
 	bctx, shot, step, text := p.ctx, p.shot, p.step, p.text
-	// post submits a form built in the page (the page's CSP allows no
-	// fetch, and a form is what a forged page would send) and answers the
-	// status of the page that answers it.
-	post := func(path, fields string) int {
-		t.Helper()
-		js := `(() => { const f = document.createElement("form"); f.method = "post"; f.action = ` + strconv.Quote(path) + `;
-			for (const [k, v] of new URLSearchParams(` + strconv.Quote(fields) + `)) { const i = document.createElement("input");
-			i.type = "hidden"; i.name = k; i.value = v; f.appendChild(i); }
-			document.body.appendChild(f); f.submit(); return true; })()`
-		sctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		resp, err := chromedp.RunResponse(sctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Evaluate[bool](js)(ctx, tg)
-			return err
-		}))
-		if err != nil || resp == nil {
-			t.Fatalf("POST %s: %v", path, err)
-		}
-		st := int(resp.Status)
-		return st
-	}
+	post := p.post
 
 	// click clicks a form's submit button and waits for the page that
 	// answers the form.

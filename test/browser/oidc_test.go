@@ -56,25 +56,7 @@ func TestOIDCInBrowser(t *testing.T) {
 		}
 		return n
 	}
-	// post submits a form built in the page, as a forged or hand-made
-	// request from the signed-in browser would, and answers its status.
-	post := func(path, fields string) int {
-		t.Helper()
-		js := `(() => { const f = document.createElement("form"); f.method = "post"; f.action = ` + strconv.Quote(path) + `;
-			for (const [k, v] of new URLSearchParams(` + strconv.Quote(fields) + `)) { const i = document.createElement("input");
-			i.type = "hidden"; i.name = k; i.value = v; f.appendChild(i); }
-			document.body.appendChild(f); f.submit(); return true; })()`
-		sctx, cancel := context.WithTimeout(bctx, 20*time.Second)
-		defer cancel()
-		resp, err := chromedp.RunResponse(sctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Evaluate[bool](js)(ctx, tg)
-			return err
-		}))
-		if err != nil || resp == nil {
-			t.Fatalf("POST %s: %v", path, err)
-		}
-		return int(resp.Status)
-	}
+	post := p.post
 	csrf := func() string {
 		t.Helper()
 		v, err := chromedp.Run(bctx, chromedp.Value(chromedp.CSS(`form.signout input[name="csrf_token"]`)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,6 +63,27 @@ func (p *page) step(what string, actions ...chromedp.Action[chromedp.Void]) {
 		html, _ := chromedp.Run(p.ctx, chromedp.OuterHTML(chromedp.CSS("body")))
 		p.t.Fatalf("%s: %v (at %s)\n%s", what, err, loc, html)
 	}
+}
+
+// post submits a form built in the page (the console's CSP allows no
+// fetch, and a form is what a forged or hand-made page would send) and
+// answers the status of the page that answers it.
+func (p *page) post(path, fields string) int {
+	p.t.Helper()
+	js := `(() => { const f = document.createElement("form"); f.method = "post"; f.action = ` + strconv.Quote(path) + `;
+		for (const [k, v] of new URLSearchParams(` + strconv.Quote(fields) + `)) { const i = document.createElement("input");
+		i.type = "hidden"; i.name = k; i.value = v; f.appendChild(i); }
+		document.body.appendChild(f); f.submit(); return true; })()`
+	sctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	resp, err := chromedp.RunResponse(sctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](js)(ctx, tg)
+		return err
+	}))
+	if err != nil || resp == nil {
+		p.t.Fatalf("POST %s: %v", path, err)
+	}
+	return int(resp.Status)
 }
 
 func (p *page) text(sel string) string {
