@@ -160,25 +160,6 @@ var _ = Describe("CRD validation", func() {
 				t.Spec.Alerts = append(t.Spec.Alerts, v1.ApiTokenAlert{RemainingPercent: ptr.To(10 + p)})
 			}
 		}, "spec.alerts: Too many"),
-		Entry("console OIDC groups", func(t *v1.Tenant) {
-			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{ViewerGroups: []v1.OIDCGroup{"acme-readers"},
-				KeyManagerGroups: []v1.OIDCGroup{"acme-admins", "cn=ops,ou=groups,dc=acme,dc=com"}}}
-		}, ""),
-		Entry("an empty console OIDC group", func(t *v1.Tenant) {
-			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{ViewerGroups: []v1.OIDCGroup{""}}}
-		}, "spec.console.oidc.viewerGroups[0]"),
-		Entry("a console OIDC group of 257 characters", func(t *v1.Tenant) {
-			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{KeyManagerGroups: []v1.OIDCGroup{v1.OIDCGroup(strings.Repeat("g", 257))}}}
-		}, "spec.console.oidc.keyManagerGroups[0]"),
-		Entry("33 console OIDC viewer groups", func(t *v1.Tenant) {
-			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{}}
-			for i := range 33 {
-				t.Spec.Console.OIDC.ViewerGroups = append(t.Spec.Console.OIDC.ViewerGroups, v1.OIDCGroup(fmt.Sprintf("g%d", i)))
-			}
-		}, "spec.console.oidc.viewerGroups: Too many"),
-		Entry("a console OIDC group twice", func(t *v1.Tenant) {
-			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{ViewerGroups: []v1.OIDCGroup{"a", "a"}}}
-		}, "Duplicate value"),
 	)
 
 	DescribeTable("ModelRoute",
@@ -293,6 +274,25 @@ var _ = Describe("CRD validation", func() {
 				t.Spec.Alerts = append(t.Spec.Alerts, v1.TenantAlert{RemainingPercent: ptr.To(10 + p)})
 			}
 		}, "spec.alerts: Too many"),
+		Entry("console OIDC groups", func(t *v1.Tenant) {
+			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{ViewerGroups: []v1.OIDCGroup{"acme-readers"},
+				KeyManagerGroups: []v1.OIDCGroup{"acme-admins", "cn=ops,ou=groups,dc=acme,dc=com"}}}
+		}, ""),
+		Entry("an empty console OIDC group", func(t *v1.Tenant) {
+			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{ViewerGroups: []v1.OIDCGroup{""}}}
+		}, "spec.console.oidc.viewerGroups[0]"),
+		Entry("a console OIDC group of 257 characters", func(t *v1.Tenant) {
+			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{KeyManagerGroups: []v1.OIDCGroup{v1.OIDCGroup(strings.Repeat("g", 257))}}}
+		}, "spec.console.oidc.keyManagerGroups[0]"),
+		Entry("33 console OIDC viewer groups", func(t *v1.Tenant) {
+			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{}}
+			for i := range 33 {
+				t.Spec.Console.OIDC.ViewerGroups = append(t.Spec.Console.OIDC.ViewerGroups, v1.OIDCGroup(fmt.Sprintf("g%d", i)))
+			}
+		}, "spec.console.oidc.viewerGroups: Too many"),
+		Entry("a console OIDC group twice", func(t *v1.Tenant) {
+			t.Spec.Console = &v1.TenantConsole{OIDC: &v1.TenantConsoleOIDC{ViewerGroups: []v1.OIDCGroup{"a", "a"}}}
+		}, "Duplicate value"),
 	)
 
 	DescribeTable("GenerationTask",
