@@ -206,10 +206,15 @@ func alertState(g Gomega, obj client.Object, threshold string) v1.AlertStatus {
 	}
 	for _, st := range sts {
 		if st.Threshold == threshold {
+			if st.Webhook == nil {
+				// Not delivered yet: a poll reads an empty delivery and
+				// tries again rather than dereferencing nil.
+				st.Webhook = &v1.WebhookDelivery{}
+			}
 			return st
 		}
 	}
-	return v1.AlertStatus{}
+	return v1.AlertStatus{Webhook: &v1.WebhookDelivery{}}
 }
 
 // crossing is one threshold of one object, and how a spec moves its figure.
