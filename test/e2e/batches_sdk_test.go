@@ -296,4 +296,98 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 		ledgerUsed(t, acct, int64(sum))
 		g.Expect(fake.Count()).To(Equal(ran), "nothing was sent after the batch ended")
 	})
+	It("OpenAI SDK: a batch larger than its workers on a key with quota for part of it: refusals in the error file, nothing billed past the quota", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		model := uniqueModel("batch-quota")
+		fake := startFake(t, "openai")
+		// The usage is what a real upstream would report for these lines:
+		// a few input tokens, and no more output than the max_tokens it was
+		// sent (the gateway lowers it to what the money left pays for).
+		// The reservation (input by the body's size, output up to
+		// max_tokens) then covers each line's cost.
+		fake.Handle(func(r fakeupstream.Request) fakeupstream.Reply {
+			var body struct {
+				MaxTokens           int64 `json:"max_tokens"`
+				MaxCompletionTokens int64 `json:"max_completion_tokens"`
+			}
+			_ = json.Unmarshal(r.Body, &body)
+			out := int64(200)
+			for _, m := range []int64{body.MaxTokens, body.MaxCompletionTokens} {
+				if m > 0 {
+					out = min(out, m)
+				}
+			}
+			return fakeupstream.Reply{Text: "An answer.", Usage: fakeupstream.Usage{InputTokens: 10, OutputTokens: out}}
+		})
+		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model))
+		// Quota for a few lines at the batch price: each line reserves
+		// before it runs, so the lines that do not fit are refused.
+		const keyQuota = 5000
+		q := int64(keyQuota)
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{Quota: &q})
+		c := openaiClient(acct.Key)
+
+		const n = 12 // the default concurrency (4) times 3
+		var lines strings.Builder
+		for i := range n {
+			fmt.Fprintf(&lines, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":256,"messages":[{"role":"user","content":"line %d"}]}}`+"\n", i, model, i)
+		}
+		f, err := c.Files.New(ctx, openai.FileNewParams{
+			File:    openai.File(strings.NewReader(lines.String()), "requests.jsonl", "application/jsonl"),
+			Purpose: openai.FilePurposeBatch,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		b, err := c.Batches.New(ctx, openai.BatchNewParams{
+			InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func(g Gomega) {
+			b, err = c.Batches.Get(ctx, b.ID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(b.Status)).To(Equal("completed"))
+		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+
+		counts := b.RequestCounts
+		figures(t, "lines run on a key with quota for part of the batch", "%d of %d lines ran, %d refused", counts.Completed, n, counts.Failed)
+		g.Expect(counts.Total).To(Equal(int64(n)))
+		g.Expect(counts.Completed).To(BeNumerically(">", 0))
+		g.Expect(counts.Failed).To(BeNumerically(">", 0), "the key ran out")
+		g.Expect(counts.Completed + counts.Failed).To(Equal(int64(n)))
+		g.Expect(int64(fake.Count())).To(Equal(counts.Completed), "a refused line is never sent")
+
+		out := fileLines(g, c, b.OutputFileID)
+		g.Expect(out).To(HaveLen(int(counts.Completed)))
+		errs := fileLines(g, c, b.ErrorFileID)
+		g.Expect(errs).To(HaveLen(int(counts.Failed)))
+		for _, e := range errs {
+			g.Expect(e.Error).To(BeNil(), "the line was answered, by the gateway")
+			g.Expect(e.Response).NotTo(BeNil())
+			g.Expect(e.Response.StatusCode).To(Or(Equal(429), Equal(402)))
+			var body struct {
+				Error struct {
+					Message string `json:"message"`
+					Type    string `json:"type"`
+					Code    string `json:"code"`
+				} `json:"error"`
+			}
+			g.Expect(json.Unmarshal(e.Response.Body, &body)).To(Succeed(), string(e.Response.Body))
+			g.Expect(body.Error.Code).To(Equal("insufficient_quota"), string(e.Response.Body))
+			g.Expect(body.Error.Message).NotTo(BeEmpty())
+			g.Expect(string(e.Response.Body)).NotTo(ContainSubstring(acct.Key), "the key is never echoed")
+		}
+
+		rows := usageRows(t, acct, int(counts.Completed))
+		for _, r := range rows {
+			g.Expect(r.PromptTokens).To(BeEquivalentTo(10))
+			g.Expect(int64(r.Quota)*2).To(BeNumerically("~", textQuota(r.PromptTokens, r.CompletionTokens), 2), "the batch price")
+		}
+		sum := rowsSum(rows)
+		g.Expect(sum).To(BeNumerically("<=", keyQuota), "nothing over the key's quota is billed")
+		cr := batchCR(g, acct.Namespace, b.ID)
+		g.Expect(billing.Quota(cr.Status.Cost.Quota)).To(Equal(sum), "the batch's cost is the sum of its usage rows")
+		ledgerUsed(t, acct, int64(sum))
+	})
 })
