@@ -390,4 +390,47 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 		g.Expect(billing.Quota(cr.Status.Cost.Quota)).To(Equal(sum), "the batch's cost is the sum of its usage rows")
 		ledgerUsed(t, acct, int64(sum))
 	})
+	It("OpenAI SDK: a line the key pays for at the batch price is reserved at it: its max_tokens reach the upstream whole", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		model := uniqueModel("batch-reserve")
+		fake := startFake(t, "openai")
+		fake.SetDefault(fakeupstream.Reply{Text: "An answer.", Usage: fakeupstream.Usage{InputTokens: 10, OutputTokens: 20}})
+		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model))
+		// The line's body is about 130 bytes (about 45 input tokens by the
+		// estimate) and asks for 256 output tokens: about 2100 quota
+		// reserved at the full price, about 1050 at the batch price. 1500
+		// pays for the line in a batch; at the full price it would be cut
+		// to what 1500 pays for.
+		q := int64(1500)
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{Quota: &q})
+		c := openaiClient(acct.Key)
+		line := fmt.Sprintf(`{"custom_id":"r0","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":256,"messages":[{"role":"user","content":"one line"}]}}`+"\n", model)
+		f, err := c.Files.New(ctx, openai.FileNewParams{
+			File:    openai.File(strings.NewReader(line), "requests.jsonl", "application/jsonl"),
+			Purpose: openai.FilePurposeBatch,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		b, err := c.Batches.New(ctx, openai.BatchNewParams{
+			InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func(g Gomega) {
+			b, err = c.Batches.Get(ctx, b.ID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(b.Status)).To(Equal("completed"))
+		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		g.Expect(b.RequestCounts.Completed).To(Equal(int64(1)))
+		g.Expect(fake.Count()).To(Equal(1))
+		sent := fake.Last().JSON()
+		maxTokens := sent["max_tokens"]
+		if maxTokens == nil {
+			maxTokens = sent["max_completion_tokens"]
+		}
+		g.Expect(maxTokens).To(BeEquivalentTo(256), "the line's own max_tokens, not cut to what the full price would leave")
+		rows := usageRows(t, acct, 1)
+		g.Expect(int64(rows[0].Quota)*2).To(BeNumerically("~", textQuota(10, 20), 2), "the batch price")
+	})
 })
