@@ -69,3 +69,36 @@ func TestChargeBatch(t *testing.T) {
 		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("batchRatio")))
 	})
 }
+
+// A batch line is reserved at the price it is settled at: the estimate is
+// half the one of the request sent alone, and the money that pays for n
+// output tokens alone pays for about twice as many in a batch.
+func TestEstimateTextBatch(t *testing.T) {
+	at := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	spec := perToken("chat", "text_input_tokens", "3")
+	spec.OutputUnitPrice = dec("15")
+	r := mustCompile(t, spec)
+	// 3000 bytes: 1000 input tokens; 1000 output: 9000 quota alone.
+	alone, err := r.EstimateText(3000, 1000, at)
+	if err != nil || alone != 9000 {
+		t.Fatalf("EstimateText = %d, %v; want 9000", alone, err)
+	}
+	inLine, err := r.EstimateTextBatch(3000, 1000, at)
+	if err != nil || inLine != 4500 {
+		t.Fatalf("EstimateTextBatch = %d, %v; want 4500", inLine, err)
+	}
+	// 4500 quota: 400 output tokens alone (1500 + 400×7.5 = 4500), the
+	// whole 1000 in a batch.
+	n, q, err := r.OutputTokensThatFit(3000, 1000, at, 4500)
+	if err != nil || n != 400 || q != 4500 {
+		t.Errorf("OutputTokensThatFit = %d, %d, %v; want 400, 4500", n, q, err)
+	}
+	n, q, err = r.OutputTokensThatFitBatch(3000, 1000, at, 4500)
+	if err != nil || n != 1000 || q != 4500 {
+		t.Errorf("OutputTokensThatFitBatch = %d, %d, %v; want 1000, 4500", n, q, err)
+	}
+	n, _, err = r.OutputTokensThatFitBatch(3000, 1000, at, 3000)
+	if err != nil || n != 600 {
+		t.Errorf("OutputTokensThatFitBatch(3000 quota) = %d, %v; want 600", n, err)
+	}
+}

@@ -169,14 +169,18 @@ func EstimateInputTokens(bodyBytes int64) int64 {
 // maxOutputTokens when the request sets none). A per_request rule reserves
 // one request. The minimum charge applies.
 func (r *Rule) EstimateText(bodyBytes, maxTokens int64, at time.Time) (billing.Quota, error) {
-	if maxTokens < 0 {
-		maxTokens = 0
-	}
-	return r.Charge(Usage{
-		Requests:         1,
-		InputTextTokens:  EstimateInputTokens(bodyBytes),
-		OutputTextTokens: maxTokens,
-	}, at)
+	return r.Charge(textEstimate(bodyBytes, maxTokens), at)
+}
+
+// EstimateTextBatch is EstimateText for a line of a Batch: at the batch
+// price (ChargeBatch), the price the line is settled at, so a key is held
+// for what the line can cost and no more.
+func (r *Rule) EstimateTextBatch(bodyBytes, maxTokens int64, at time.Time) (billing.Quota, error) {
+	return r.ChargeBatch(textEstimate(bodyBytes, maxTokens), at)
+}
+
+func textEstimate(bodyBytes, maxTokens int64) Usage {
+	return Usage{Requests: 1, InputTextTokens: EstimateInputTokens(bodyBytes), OutputTextTokens: max(maxTokens, 0)}
 }
 
 // MediaRequest describes an image or video submission for a reservation.
@@ -361,10 +365,19 @@ func (r *Rule) evaluate(u *Usage, at time.Time, lines *[]Line) (total, subtotal 
 // with the rule's own arithmetic (fixed point on the hot path, the one
 // rounding, the minimum charge, a total_tokens basis, peak windows).
 func (r *Rule) OutputTokensThatFit(bodyBytes, maxTokens int64, at time.Time, available billing.Quota) (int64, billing.Quota, error) {
+	return outputTokensThatFit(maxTokens, available, func(n int64) (billing.Quota, error) { return r.EstimateText(bodyBytes, n, at) })
+}
+
+// OutputTokensThatFitBatch is OutputTokensThatFit for a line of a Batch,
+// by EstimateTextBatch.
+func (r *Rule) OutputTokensThatFitBatch(bodyBytes, maxTokens int64, at time.Time, available billing.Quota) (int64, billing.Quota, error) {
+	return outputTokensThatFit(maxTokens, available, func(n int64) (billing.Quota, error) { return r.EstimateTextBatch(bodyBytes, n, at) })
+}
+
+func outputTokensThatFit(maxTokens int64, available billing.Quota, cost func(int64) (billing.Quota, error)) (int64, billing.Quota, error) {
 	if maxTokens < 1 {
 		return 0, 0, nil
 	}
-	cost := func(n int64) (billing.Quota, error) { return r.EstimateText(bodyBytes, n, at) }
 	q, err := cost(1)
 	if err != nil || q > available {
 		return 0, 0, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -44,6 +45,26 @@ type routeKey struct{}
 type match struct {
 	route  *routers.Route
 	params map[string]string
+}
+
+// JSONL bodies (Anthropic's batch results, application/x-jsonl) are not
+// among kin-openapi's decoders: each line must be a JSON value, and the
+// body is then checked as the string the document declares.
+func init() {
+	openapi3filter.RegisterBodyDecoder("application/x-jsonl", decodeJSONL)
+}
+
+func decodeJSONL(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) > 0 && !json.Valid(line) {
+			return nil, fmt.Errorf("JSONL line %d is not JSON: %.80q", i+1, line)
+		}
+	}
+	return string(data), nil
 }
 
 // Load reads and validates the document (OpenAPI 3.1, JSON Schema 2020-12)

@@ -212,7 +212,7 @@ func (t *Text) prepare(ctx context.Context, p *auth.Principal, req textRequest, 
 	ad, refused := t.Admitter.Admit(ctx, admission.Request{
 		Principal: p, RequestID: requestID, Model: req.Model,
 		Family: v1.ModelTypeText, Endpoint: t.p.endpoint, CountsTokens: true,
-		Subject:  textSubject{req: req, bodyLen: int64(bodyLen)},
+		Subject:  textSubject{req: req, bodyLen: int64(bodyLen), batch: infoOf(ctx).batch != nil},
 		Reserver: t.Leaser,
 	})
 	return &textCall{requestID: requestID, Admission: ad}, refused
@@ -241,6 +241,24 @@ func (t *Text) refuse(w http.ResponseWriter, model string, e *admission.Error) {
 type textSubject struct {
 	req     textRequest
 	bodyLen int64
+	// batch: a line of a Batch, reserved at the batch price it is
+	// settled at (a full-price reservation would refuse, or cut the
+	// max_tokens of, a line the key can pay for).
+	batch bool
+}
+
+func (s textSubject) estimate(rule *pricing.Rule, maxTokens int64, accepted time.Time) (billing.Quota, error) {
+	if s.batch {
+		return rule.EstimateTextBatch(s.bodyLen, maxTokens, accepted)
+	}
+	return rule.EstimateText(s.bodyLen, maxTokens, accepted)
+}
+
+func (s textSubject) outputThatFits(rule *pricing.Rule, maxTokens int64, accepted time.Time, available billing.Quota) (int64, billing.Quota, error) {
+	if s.batch {
+		return rule.OutputTokensThatFitBatch(s.bodyLen, maxTokens, accepted, available)
+	}
+	return rule.OutputTokensThatFit(s.bodyLen, maxTokens, accepted, available)
 }
 
 // Check refuses max_tokens over the route's output cap.
@@ -258,7 +276,7 @@ func (textSubject) Facts() pricing.Facts { return pricing.Facts{} }
 // Estimate reserves the input by the body's size and the output up to
 // max_tokens (or the route's cap, or defaultOutputEstimate).
 func (s textSubject) Estimate(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (billing.Quota, error) {
-	return rule.EstimateText(s.bodyLen, s.outputCap(route), accepted)
+	return s.estimate(rule, s.outputCap(route), accepted)
 }
 
 // outputCap is the output the estimate reserves for.
@@ -282,7 +300,7 @@ func (s textSubject) Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time
 	var fitted int64
 	var fittedQuota billing.Quota
 	fit := func(available billing.Quota) (billing.Quota, bool) {
-		n, q, err := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, available)
+		n, q, err := s.outputThatFits(rule, outCap, accepted, available)
 		fitted, fittedQuota = n, q
 		return q, err == nil && n > 0
 	}
@@ -290,7 +308,7 @@ func (s textSubject) Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time
 		if amount == fittedQuota {
 			return fitted
 		}
-		n, _, _ := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, amount)
+		n, _, _ := s.outputThatFits(rule, outCap, accepted, amount)
 		return n
 	}
 	return fit, capFor
