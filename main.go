@@ -12,6 +12,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/gateway/pricing"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"log/slog"
 	"net/url"
 	"os"
@@ -646,6 +650,9 @@ func runDev(ctx context.Context, args []string) error {
 	go func() { done <- sys.Start(runCtx) }()
 
 	info, err := devenv.WaitForDemo(ctx, kc, objs)
+	if err == nil {
+		err = waitForPublishedPrices(ctx, kc, objs)
+	}
 	if err != nil {
 		stop()
 		return errors.Join(err, <-done)
@@ -703,4 +710,30 @@ func submitWaitOption(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// waitForPublishedPrices waits until the PriceRule controller has published
+// every sample PriceRule: the demo key can be Ready before the rules its
+// models are priced by, and a gateway answers an unpriced model 404, so
+// dev.json (which scripts and tests take as "ready") waits for both.
+func waitForPublishedPrices(ctx context.Context, c client.Client, applied []*unstructured.Unstructured) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, o := range applied {
+			if o.GetKind() != "PriceRule" {
+				continue
+			}
+			pr := &v1.PriceRule{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(o), pr); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			if !pricing.IsPublished(pr) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for the sample price rules to be published: %w", err)
+	}
+	return nil
 }

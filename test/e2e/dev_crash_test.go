@@ -278,9 +278,11 @@ var _ = Describe("Crashes of the modelgate binary", Serial, Label("crash", "proc
 			ID     string `json:"id"`
 			Status string `json:"status"`
 		}
-		g.Expect(json.NewDecoder(resp.Body).Decode(&task)).To(Succeed())
+		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+		g.Expect(json.Unmarshal(body, &task)).To(Succeed())
 		requestID := resp.Header.Get("x-request-id")
 		g.Expect(requestID).NotTo(BeEmpty())
 
