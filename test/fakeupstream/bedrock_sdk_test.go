@@ -32,7 +32,7 @@ func bedrockSDKClient(f *fakeupstream.Server, secret, region string, rec *pathRe
 	if rec == nil {
 		rec = &pathRecorder{}
 	}
-	rec.next = &http.Transport{}
+	rec.next = fakeupstream.Client().Transport
 	return bedrockruntime.New(bedrockruntime.Options{
 		Region:       region,
 		BaseEndpoint: aws.String(f.URL),

@@ -3,7 +3,6 @@ package fakeupstream_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -73,7 +72,7 @@ func TestEmbeddingFakesWithTheOfficialSDKs(t *testing.T) {
 		f := fakeupstream.NewGemini()
 		defer f.Close()
 		c, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: f.Key(), Backend: genai.BackendGeminiAPI,
-			HTTPClient: &http.Client{Transport: &http.Transport{}}, HTTPOptions: genai.HTTPOptions{BaseURL: f.URL + "/", APIVersion: "v1beta"}})
+			HTTPClient: fakeupstream.Client(), HTTPOptions: genai.HTTPOptions{BaseURL: f.URL + "/", APIVersion: "v1beta"}})
 		g.Expect(err).NotTo(HaveOccurred())
 		dims := int32(4)
 		res, err := c.Models.EmbedContent(ctx, "gemini-embedding-001", []*genai.Content{genai.NewContentFromText("first", genai.RoleUser),

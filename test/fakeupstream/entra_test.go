@@ -41,7 +41,7 @@ func TestEntraIDFakeWithTheOfficialSDKs(t *testing.T) {
 	params := openai.ChatCompletionNewParams{Model: "dep", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
 	client := func(cred azcore.TokenCredential) openai.Client {
 		return openai.NewClient(azure.WithEndpoint(f.URL, "2024-10-21"), azure.WithTokenCredential(cred), azure.WithUnsafeAllowHTTP(),
-			ooption.WithHTTPClient(&http.Client{Transport: &http.Transport{}}), ooption.WithMaxRetries(0))
+			ooption.WithHTTPClient(fakeupstream.Client()), ooption.WithMaxRetries(0))
 	}
 	good := entraCredential(t, idp, fakeupstream.EntraTenant, fakeupstream.EntraClientSecret)
 

@@ -15,7 +15,7 @@ import (
 func genaiClient(t *testing.T, f *fakeupstream.GeminiMedia, key string) *genai.Client {
 	t.Helper()
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI,
-		HTTPClient: &http.Client{Transport: &http.Transport{}}, HTTPOptions: genai.HTTPOptions{BaseURL: f.URL + "/", APIVersion: "v1beta"}})
+		HTTPClient: fakeupstream.Client(), HTTPOptions: genai.HTTPOptions{BaseURL: f.URL + "/", APIVersion: "v1beta"}})
 	if err != nil {
 		t.Fatal(err)
 	}

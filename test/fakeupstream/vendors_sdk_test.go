@@ -25,7 +25,7 @@ func TestAzureFakeWithTheOfficialSDK(t *testing.T) {
 	defer f.Close()
 	f.SetDeployments("my-gpt")
 	c := openai.NewClient(azure.WithEndpoint(f.URL, "2024-10-21"), azure.WithAPIKey(f.Key()), azure.WithUnsafeAllowHTTP(),
-		ooption.WithHTTPClient(&http.Client{Transport: &http.Transport{}}), ooption.WithMaxRetries(0))
+		ooption.WithHTTPClient(fakeupstream.Client()), ooption.WithMaxRetries(0))
 	params := openai.ChatCompletionNewParams{Model: "my-gpt", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
 
 	f.Enqueue(fakeupstream.Reply{Text: "Hello from Azure", Usage: fakeupstream.Usage{InputTokens: 9, OutputTokens: 4}})
@@ -59,7 +59,7 @@ func TestAzureFakeWithTheOfficialSDK(t *testing.T) {
 	g.Expect(oerr.Code).To(Equal("DeploymentNotFound"))
 
 	bad := openai.NewClient(azure.WithEndpoint(f.URL, "2024-10-21"), azure.WithAPIKey("wrong"), azure.WithUnsafeAllowHTTP(),
-		ooption.WithHTTPClient(&http.Client{Transport: &http.Transport{}}), ooption.WithMaxRetries(0))
+		ooption.WithHTTPClient(fakeupstream.Client()), ooption.WithMaxRetries(0))
 	params.Model = "my-gpt"
 	_, err = bad.Chat.Completions.New(ctx, params)
 	g.Expect(errors.As(err, &oerr)).To(BeTrue(), "%v", err)
