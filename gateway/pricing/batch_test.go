@@ -83,9 +83,9 @@ func TestEstimateTextBatch(t *testing.T) {
 	if err != nil || alone != 9000 {
 		t.Fatalf("EstimateText = %d, %v; want 9000", alone, err)
 	}
-	inLine, err := r.EstimateTextBatch(3000, 1000, at)
+	inLine, err := r.ForBatch().EstimateText(3000, 1000, at)
 	if err != nil || inLine != 4500 {
-		t.Fatalf("EstimateTextBatch = %d, %v; want 4500", inLine, err)
+		t.Fatalf("ForBatch().EstimateText = %d, %v; want 4500", inLine, err)
 	}
 	// 4500 quota: 400 output tokens alone (1500 + 400×7.5 = 4500), the
 	// whole 1000 in a batch.
@@ -93,12 +93,12 @@ func TestEstimateTextBatch(t *testing.T) {
 	if err != nil || n != 400 || q != 4500 {
 		t.Errorf("OutputTokensThatFit = %d, %d, %v; want 400, 4500", n, q, err)
 	}
-	n, q, err = r.OutputTokensThatFitBatch(3000, 1000, at, 4500)
+	n, q, err = r.ForBatch().OutputTokensThatFit(3000, 1000, at, 4500)
 	if err != nil || n != 1000 || q != 4500 {
-		t.Errorf("OutputTokensThatFitBatch = %d, %d, %v; want 1000, 4500", n, q, err)
+		t.Errorf("ForBatch().OutputTokensThatFit = %d, %d, %v; want 1000, 4500", n, q, err)
 	}
-	n, _, err = r.OutputTokensThatFitBatch(3000, 1000, at, 3000)
+	n, _, err = r.ForBatch().OutputTokensThatFit(3000, 1000, at, 3000)
 	if err != nil || n != 600 {
-		t.Errorf("OutputTokensThatFitBatch(3000 quota) = %d, %v; want 600", n, err)
+		t.Errorf("ForBatch().OutputTokensThatFit(3000 quota) = %d, %v; want 600", n, err)
 	}
 }

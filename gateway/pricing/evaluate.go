@@ -94,6 +94,9 @@ func (r *Rule) Charge(u Usage, at time.Time) (billing.Quota, error) {
 	if err := r.checkUsage(&u); err != nil {
 		return 0, err
 	}
+	if r.asBatch {
+		return r.ChargeBatch(u, at)
+	}
 	p, _ := r.pricesAt(at)
 	if q, ok := r.chargeFast(&p.fast, &u); ok {
 		return q, nil
@@ -114,6 +117,15 @@ func (r *Rule) chargeDecimal(u *Usage, at time.Time) (billing.Quota, error) {
 // BatchRatio is the rule's batch ratio: spec.batchRatio, or
 // DefaultBatchRatio when the rule sets none.
 func (r *Rule) BatchRatio() decimal.Decimal { return r.batch }
+
+// ForBatch is the rule as it prices a line of a Batch: Charge is
+// ChargeBatch, so every estimate, fit and charge made through it (a
+// reservation as much as the settlement) is at the batch price.
+func (r *Rule) ForBatch() *Rule {
+	b := *r
+	b.asBatch = true
+	return &b
+}
 
 // ChargeBatch is Charge for a request run as a line of a Batch: the exact
 // USD total of the request (minimum charge included) times the batch ratio,
@@ -169,18 +181,14 @@ func EstimateInputTokens(bodyBytes int64) int64 {
 // maxOutputTokens when the request sets none). A per_request rule reserves
 // one request. The minimum charge applies.
 func (r *Rule) EstimateText(bodyBytes, maxTokens int64, at time.Time) (billing.Quota, error) {
-	return r.Charge(textEstimate(bodyBytes, maxTokens), at)
-}
-
-// EstimateTextBatch is EstimateText for a line of a Batch: at the batch
-// price (ChargeBatch), the price the line is settled at, so a key is held
-// for what the line can cost and no more.
-func (r *Rule) EstimateTextBatch(bodyBytes, maxTokens int64, at time.Time) (billing.Quota, error) {
-	return r.ChargeBatch(textEstimate(bodyBytes, maxTokens), at)
-}
-
-func textEstimate(bodyBytes, maxTokens int64) Usage {
-	return Usage{Requests: 1, InputTextTokens: EstimateInputTokens(bodyBytes), OutputTextTokens: max(maxTokens, 0)}
+	if maxTokens < 0 {
+		maxTokens = 0
+	}
+	return r.Charge(Usage{
+		Requests:         1,
+		InputTextTokens:  EstimateInputTokens(bodyBytes),
+		OutputTextTokens: maxTokens,
+	}, at)
 }
 
 // MediaRequest describes an image or video submission for a reservation.
@@ -365,19 +373,10 @@ func (r *Rule) evaluate(u *Usage, at time.Time, lines *[]Line) (total, subtotal 
 // with the rule's own arithmetic (fixed point on the hot path, the one
 // rounding, the minimum charge, a total_tokens basis, peak windows).
 func (r *Rule) OutputTokensThatFit(bodyBytes, maxTokens int64, at time.Time, available billing.Quota) (int64, billing.Quota, error) {
-	return outputTokensThatFit(maxTokens, available, func(n int64) (billing.Quota, error) { return r.EstimateText(bodyBytes, n, at) })
-}
-
-// OutputTokensThatFitBatch is OutputTokensThatFit for a line of a Batch,
-// by EstimateTextBatch.
-func (r *Rule) OutputTokensThatFitBatch(bodyBytes, maxTokens int64, at time.Time, available billing.Quota) (int64, billing.Quota, error) {
-	return outputTokensThatFit(maxTokens, available, func(n int64) (billing.Quota, error) { return r.EstimateTextBatch(bodyBytes, n, at) })
-}
-
-func outputTokensThatFit(maxTokens int64, available billing.Quota, cost func(int64) (billing.Quota, error)) (int64, billing.Quota, error) {
 	if maxTokens < 1 {
 		return 0, 0, nil
 	}
+	cost := func(n int64) (billing.Quota, error) { return r.EstimateText(bodyBytes, n, at) }
 	q, err := cost(1)
 	if err != nil || q > available {
 		return 0, 0, err

@@ -52,11 +52,14 @@ type Rule struct {
 	// tenant's customer price.
 	Platform bool
 
-	spec     v1.PriceRuleSpec
-	group    string
-	loc      *time.Location
-	ratio    decimal.Decimal
-	batch    decimal.Decimal
+	spec  v1.PriceRuleSpec
+	group string
+	loc   *time.Location
+	ratio decimal.Decimal
+	batch decimal.Decimal
+	// asBatch: this is the rule's batch view (ForBatch), whose every
+	// charge and estimate is at the batch price.
+	asBatch  bool
 	base     priceSet
 	windows  []window
 	minimum  decimal.Decimal

@@ -16,7 +16,7 @@ import (
 // process: the same parsing, admission (rights, limits, price,
 // reservation), routing, translation, failover and usage row as a request
 // sent alone, under the line's own request ID, charged at the batch price
-// (pricing.Rule.ChargeBatch). The Batch controller reaches it through the
+// (pricing.Rule.ForBatch). The Batch controller reaches it through the
 // composition root, which authenticates the batch's ApiToken (docs/batches.md,
 // "Execution").
 type BatchLines struct {

@@ -247,18 +247,12 @@ type textSubject struct {
 	batch bool
 }
 
-func (s textSubject) estimate(rule *pricing.Rule, maxTokens int64, accepted time.Time) (billing.Quota, error) {
+// priced is rule as s is priced by it: a batch line's at the batch price.
+func (s textSubject) priced(rule *pricing.Rule) *pricing.Rule {
 	if s.batch {
-		return rule.EstimateTextBatch(s.bodyLen, maxTokens, accepted)
+		return rule.ForBatch()
 	}
-	return rule.EstimateText(s.bodyLen, maxTokens, accepted)
-}
-
-func (s textSubject) outputThatFits(rule *pricing.Rule, maxTokens int64, accepted time.Time, available billing.Quota) (int64, billing.Quota, error) {
-	if s.batch {
-		return rule.OutputTokensThatFitBatch(s.bodyLen, maxTokens, accepted, available)
-	}
-	return rule.OutputTokensThatFit(s.bodyLen, maxTokens, accepted, available)
+	return rule
 }
 
 // Check refuses max_tokens over the route's output cap.
@@ -276,7 +270,7 @@ func (textSubject) Facts() pricing.Facts { return pricing.Facts{} }
 // Estimate reserves the input by the body's size and the output up to
 // max_tokens (or the route's cap, or defaultOutputEstimate).
 func (s textSubject) Estimate(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (billing.Quota, error) {
-	return s.estimate(rule, s.outputCap(route), accepted)
+	return s.priced(rule).EstimateText(s.bodyLen, s.outputCap(route), accepted)
 }
 
 // outputCap is the output the estimate reserves for.
@@ -294,13 +288,13 @@ func (s textSubject) outputCap(route *v1.ModelRoute) int64 {
 // estimate first: a request is refused only when the input and one output
 // token do not fit (docs/billing.md, "Reservations").
 func (s textSubject) Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time.Time) (store.Fit, func(billing.Quota) int64) {
-	outCap := s.outputCap(route)
+	rule, outCap := s.priced(rule), s.outputCap(route)
 	// The ledger calls fit inside its transaction; the cap it found for the
 	// amount reserved is kept, so capFor needs no second search.
 	var fitted int64
 	var fittedQuota billing.Quota
 	fit := func(available billing.Quota) (billing.Quota, bool) {
-		n, q, err := s.outputThatFits(rule, outCap, accepted, available)
+		n, q, err := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, available)
 		fitted, fittedQuota = n, q
 		return q, err == nil && n > 0
 	}
@@ -308,7 +302,7 @@ func (s textSubject) Fit(rule *pricing.Rule, route *v1.ModelRoute, accepted time
 		if amount == fittedQuota {
 			return fitted
 		}
-		n, _, _ := s.outputThatFits(rule, outCap, accepted, amount)
+		n, _, _ := rule.OutputTokensThatFit(s.bodyLen, outCap, accepted, amount)
 		return n
 	}
 	return fit, capFor
@@ -605,10 +599,9 @@ func (t *Text) settle(p *auth.Principal, c *textCall, cand *routing.Candidate, u
 	}
 	line := infoOf(reqCtx).batch
 	if line != nil {
-		quota, err = rule.ChargeBatch(measured, c.Accepted)
-	} else {
-		quota, err = rule.Charge(measured, c.Accepted)
+		rule = rule.ForBatch()
 	}
+	quota, err = rule.Charge(measured, c.Accepted)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "price usage; charging the reservation", "requestID", c.requestID)
 		quota = c.Estimate
