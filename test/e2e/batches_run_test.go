@@ -31,20 +31,8 @@ var _ = Describe("Batches run end to end", func() {
 		c := openaiClient(acct.Key)
 
 		const n = 5
-		var lines strings.Builder
-		for i := range n {
-			fmt.Fprintf(&lines, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":32,"messages":[{"role":"user","content":"line %d"}]}}`+"\n", i, model, i)
-		}
-		f, err := c.Files.New(ctx, openai.FileNewParams{
-			File:    openai.File(strings.NewReader(lines.String()), "requests.jsonl", "application/jsonl"),
-			Purpose: openai.FilePurposeBatch,
-		})
-		g.Expect(err).NotTo(HaveOccurred())
-		b, err := c.Batches.New(ctx, openai.BatchNewParams{
-			InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
-			CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
-		})
-		g.Expect(err).NotTo(HaveOccurred())
+		b := submitChatBatch(g, ctx, c, model, n, 32)
+		var err error
 
 		g.Eventually(func(g Gomega) {
 			b, err = c.Batches.Get(ctx, b.ID)
@@ -92,3 +80,23 @@ var _ = Describe("Batches run end to end", func() {
 		ledgerUsed(t, acct, int64(sum))
 	})
 })
+
+// submitChatBatch uploads n chat lines of model ("line <i>", custom IDs
+// r0…r<n-1>, each asking for maxTokens) and submits them as a batch.
+func submitChatBatch(g Gomega, ctx context.Context, c openai.Client, model string, n, maxTokens int) *openai.Batch {
+	var lines strings.Builder
+	for i := range n {
+		fmt.Fprintf(&lines, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":%d,"messages":[{"role":"user","content":"line %d"}]}}`+"\n", i, model, maxTokens, i)
+	}
+	f, err := c.Files.New(ctx, openai.FileNewParams{
+		File:    openai.File(strings.NewReader(lines.String()), "requests.jsonl", "application/jsonl"),
+		Purpose: openai.FilePurposeBatch,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := c.Batches.New(ctx, openai.BatchNewParams{
+		InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	return b
+}

@@ -217,20 +217,8 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 		c := openaiClient(acct.Key)
 
 		const n = 20
-		var lines strings.Builder
-		for i := range n {
-			fmt.Fprintf(&lines, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":256,"messages":[{"role":"user","content":"line %d"}]}}`+"\n", i, model, i)
-		}
-		f, err := c.Files.New(ctx, openai.FileNewParams{
-			File:    openai.File(strings.NewReader(lines.String()), "requests.jsonl", "application/jsonl"),
-			Purpose: openai.FilePurposeBatch,
-		})
-		g.Expect(err).NotTo(HaveOccurred())
-		b, err := c.Batches.New(ctx, openai.BatchNewParams{
-			InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
-			CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
-		})
-		g.Expect(err).NotTo(HaveOccurred())
+		b := submitChatBatch(g, ctx, c, model, n, 256)
+		var err error
 
 		// Four lines answered and four held: every worker is busy.
 		g.Eventually(fake.Count, framework.LongTimeout, framework.Interval).Should(Equal(answeredFirst + workers))
@@ -330,20 +318,8 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 		c := openaiClient(acct.Key)
 
 		const n = 12 // the default concurrency (4) times 3
-		var lines strings.Builder
-		for i := range n {
-			fmt.Fprintf(&lines, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":256,"messages":[{"role":"user","content":"line %d"}]}}`+"\n", i, model, i)
-		}
-		f, err := c.Files.New(ctx, openai.FileNewParams{
-			File:    openai.File(strings.NewReader(lines.String()), "requests.jsonl", "application/jsonl"),
-			Purpose: openai.FilePurposeBatch,
-		})
-		g.Expect(err).NotTo(HaveOccurred())
-		b, err := c.Batches.New(ctx, openai.BatchNewParams{
-			InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
-			CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
-		})
-		g.Expect(err).NotTo(HaveOccurred())
+		b := submitChatBatch(g, ctx, c, model, n, 256)
+		var err error
 		g.Eventually(func(g Gomega) {
 			b, err = c.Batches.Get(ctx, b.ID)
 			g.Expect(err).NotTo(HaveOccurred())
