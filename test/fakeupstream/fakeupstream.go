@@ -208,6 +208,9 @@ type Server struct {
 	sessionToken string
 	// vertex is the Vertex AI fake's service account and tokens.
 	vertex *vertexState
+	// batch is the OpenAI fake's Batch API and Files API (nil: the server
+	// has none and answers 404, as an OpenAI-compatible server without them).
+	batch *batchState
 }
 
 // NewAnthropic starts a fake of the Anthropic Messages API
@@ -216,8 +219,20 @@ type Server struct {
 func NewAnthropic() *Server { return newServer(kindAnthropic) }
 
 // NewOpenAI starts a fake of the OpenAI API (POST /v1/chat/completions and
-// POST /v1/responses). It requires Authorization: Bearer Key().
+// POST /v1/responses, and the Batch API with the files it reads and writes:
+// openaibatch.go). It requires Authorization: Bearer Key().
 func NewOpenAI() *Server { return newServer(kindOpenAI) }
+
+// NewOpenAIWithoutBatch starts the OpenAI fake without the Batch and Files
+// APIs: their routes answer 404, as an OpenAI-compatible server without
+// them does.
+func NewOpenAIWithoutBatch() *Server {
+	s := newServer(kindOpenAI)
+	s.mu.Lock()
+	s.batch = nil
+	s.mu.Unlock()
+	return s
+}
 
 // NewOpenAIPlain starts the OpenAI fake over plain HTTP/1.1 whatever
 // PlainEnv says: the path of an in-cluster upstream without TLS.
@@ -228,6 +243,9 @@ func newServer(k kind) *Server { return newServerWith(k, start) }
 func newServerWith(k kind, startWith func(http.Handler) *httptest.Server) *Server {
 	s := &Server{kind: k, key: DefaultKey, stop: make(chan struct{}),
 		def: Reply{Text: "Hello from the fake upstream."}}
+	if k == kindOpenAI {
+		s.batch = newBatchState()
+	}
 	s.Server = startWith(http.HandlerFunc(s.serve))
 	return s
 }
@@ -403,6 +421,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	i := s.record(r, body)
+	if s.kind == kindOpenAI && isBatchPath(r.URL.Path) && s.hasBatchAPI() {
+		s.serveBatch(w, r, body, i)
+		return
+	}
 	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Body: body}
 	var ok bool
 	switch s.kind {
