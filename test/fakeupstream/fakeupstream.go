@@ -199,6 +199,10 @@ type Server struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	seq      int
+
+	// msgBatches is the Anthropic fake's Message Batches API
+	// (anthropicbatch.go), made on first use.
+	msgBatches *messageBatches
 	// deployments are the Azure deployments that exist (none: any name).
 	deployments map[string]bool
 	// entraTokens validates an Azure request's Entra ID bearer token (nil:
@@ -415,6 +419,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	if isMessageBatchesPath(r.URL.Path) && s.messageBatchesOn() {
+		s.serveMessageBatches(w, r) // records the request itself
+		return
+	}
 	if s.kind == kindVertex && r.URL.Path == vertexTokenPath {
 		s.serveToken(w, r) // not an API request: not recorded
 		return

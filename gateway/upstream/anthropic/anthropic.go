@@ -60,7 +60,7 @@ func (p *Provider) CountTokens(ctx context.Context, b upstream.Backend, body []b
 
 // newRequest is a call of path on backend b: the credential, the client's
 // anthropic-version (else DefaultVersion), its anthropic-beta headers and
-// the backend's own.
+// the backend's own (authorize).
 func newRequest(ctx context.Context, b upstream.Backend, path string, body []byte, stream bool, h http.Header) (*http.Request, error) {
 	base := b.BaseURL
 	if base == "" {
@@ -70,6 +70,12 @@ func newRequest(ctx context.Context, b upstream.Backend, path string, body []byt
 	if err != nil {
 		return nil, err
 	}
+	authorize(req, b, h)
+	return req, nil
+}
+
+// authorize sets the headers every call of backend b carries.
+func authorize(req *http.Request, b upstream.Backend, h http.Header) {
 	req.Header.Set("x-api-key", b.APIKey)
 	version := h.Get("anthropic-version")
 	if version == "" {
@@ -82,7 +88,6 @@ func newRequest(ctx context.Context, b upstream.Backend, path string, body []byt
 	if v := b.Options["anthropic-beta"]; v != "" {
 		req.Header.Add("anthropic-beta", v)
 	}
-	return req, nil
 }
 
 var (
