@@ -208,6 +208,8 @@ type Server struct {
 	sessionToken string
 	// vertex is the Vertex AI fake's service account and tokens.
 	vertex *vertexState
+	// bbatch is the Bedrock fake's batch jobs and S3 objects.
+	bbatch *bedrockBatch
 }
 
 // NewAnthropic starts a fake of the Anthropic Messages API
@@ -404,6 +406,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	i := s.record(r, body)
 	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Body: body}
+	if s.kind == kindBedrock && isBedrockBatch(r) {
+		if !s.serveBedrockBatch(w, r, body) {
+			s.reject(i)
+		}
+		return
+	}
 	var ok bool
 	switch s.kind {
 	case kindAnthropic:
