@@ -99,9 +99,10 @@ func (p *Provider) BatchProtocol(b upstream.Backend, _ upstream.Protocol) (upstr
 // JSONL object, {"recordId": custom ID, "modelInput": Claude's InvokeModel
 // body} a line, under the backend's batchS3URI and creates a batch
 // inference job that reads it and writes its output beside it. The job's
-// ARN is the ID. A batch below the job's minimum record count is not sent:
-// the error wraps upstream.ErrNoBatchAPI, so its lines run through the
-// gateway.
+// ARN is the ID. A batch below the job's minimum record count, or with a
+// line that declares tools (batch inference does not call tools), is not
+// sent: the error wraps upstream.ErrNoBatchAPI, so its lines run through
+// the gateway.
 //
 // The job's name, client request token and S3 keys derive from the model
 // and the custom IDs: a submission repeated after a crash writes the same
@@ -117,6 +118,12 @@ func (p *Provider) SubmitBatch(ctx context.Context, b upstream.Backend, up upstr
 	if n := minRecords(b); len(lines) < n {
 		return "", fmt.Errorf("backend %q (bedrock): a batch inference job takes at least %d records, the batch has %d: %w",
 			b.Name, n, len(lines), upstream.ErrNoBatchAPI)
+	}
+	for _, l := range lines {
+		if usesTools(l.Body) {
+			return "", fmt.Errorf("backend %q (bedrock): line %s declares tools, which batch inference does not support: %w",
+				b.Name, l.CustomID, upstream.ErrNoBatchAPI)
+		}
 	}
 	sum := sha256.New()
 	sum.Write([]byte(b.UpstreamModel))
@@ -172,6 +179,21 @@ func (p *Provider) SubmitBatch(ctx context.Context, b upstream.Backend, up upstr
 			Message: fmt.Sprintf("backend %q (bedrock): the batch inference job created has no usable ARN", b.Name), Err: err}
 	}
 	return created.JobArn, nil
+}
+
+// usesTools reports whether a Messages body declares tools or a tool
+// choice: batch inference does not take tool calling, so such a batch runs
+// through the gateway, where it does.
+func usesTools(body []byte) bool {
+	var m struct {
+		Tools      json.RawMessage `json:"tools"`
+		ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return false
+	}
+	set := func(r json.RawMessage) bool { return len(r) > 0 && string(r) != "null" && string(r) != "[]" }
+	return set(m.Tools) || set(m.ToolChoice)
 }
 
 // inputRecord is a record of the job's input: the custom ID as recordId
