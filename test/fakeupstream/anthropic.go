@@ -132,22 +132,7 @@ func (s *Server) anthropicReply(w http.ResponseWriter, hr *http.Request, req Req
 		}
 	}
 	if !stream {
-		content := []any{}
-		if r.Text != "" || r.ToolCall == nil {
-			content = append(content, map[string]any{"type": "text", "text": r.Text})
-		}
-		if r.ToolCall != nil {
-			content = append(content, map[string]any{"type": "tool_use", "id": toolID, "name": r.ToolCall.Name,
-				"input": json.RawMessage(r.ToolCall.Arguments)})
-		}
-		msg := map[string]any{
-			"id": id, "type": "message", "role": "assistant", "model": model, "content": content,
-			"stop_reason": r.stopReason(), "stop_sequence": nil, "usage": anthropicUsage(u, u.OutputTokens),
-		}
-		if r.NoUsage {
-			delete(msg, "usage")
-		}
-		writeJSON(w, http.StatusOK, msg)
+		writeJSON(w, http.StatusOK, anthropicMessage(id, toolID, model, r))
 		return
 	}
 	sw := s.startSSE(w, hr, r)
@@ -195,4 +180,39 @@ func betaHas(h http.Header, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// anthropicMessage is the Messages API's answer to a request that does not
+// stream.
+func anthropicMessage(id, toolID, model string, r Reply) map[string]any {
+	u := r.usage()
+	content := []any{}
+	if r.Text != "" || r.ToolCall == nil {
+		content = append(content, map[string]any{"type": "text", "text": r.Text})
+	}
+	if r.ToolCall != nil {
+		content = append(content, map[string]any{"type": "tool_use", "id": toolID, "name": r.ToolCall.Name,
+			"input": json.RawMessage(r.ToolCall.Arguments)})
+	}
+	msg := map[string]any{
+		"id": id, "type": "message", "role": "assistant", "model": model, "content": content,
+		"stop_reason": r.stopReason(), "stop_sequence": nil, "usage": anthropicUsage(u, u.OutputTokens),
+	}
+	if r.NoUsage {
+		delete(msg, "usage")
+	}
+	return msg
+}
+
+// anthropicMessage (a method) is anthropicMessage with IDs of the server's (a
+// message ID with prefix).
+func (s *Server) anthropicMessage(prefix, model string, r Reply) map[string]any {
+	toolID := ""
+	if r.ToolCall != nil {
+		toolID = r.ToolCall.ID
+		if toolID == "" {
+			toolID = s.id("toolu_bdrk_")
+		}
+	}
+	return anthropicMessage(s.id(prefix), toolID, model, r)
 }

@@ -131,10 +131,18 @@ func (s *Server) checkBedrock(w http.ResponseWriter, r *http.Request, body []byt
 	return true
 }
 
-// verifySigV4 recomputes the request's signature with the SDK's signer over
-// the headers the request says it signed, and returns the exception Bedrock
-// would answer (empty when the signature holds).
+// verifySigV4 checks a runtime request's signature (see verifySig).
 func (s *Server) verifySigV4(r *http.Request, body []byte) (exception, message string) {
+	sum := sha256.Sum256(body)
+	return s.verifySig(r, body, "bedrock", hex.EncodeToString(sum[:]))
+}
+
+// verifySig recomputes the request's signature for service with the SDK's
+// signer over the headers the request says it signed and payloadHash (S3
+// signs the x-amz-content-sha256 it sends, and its paths unescaped twice
+// as little), and returns the exception Bedrock would answer (empty when
+// the signature holds).
+func (s *Server) verifySig(r *http.Request, body []byte, service, payloadHash string) (exception, message string) {
 	auth := r.Header.Get("Authorization")
 	rest, ok := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 ")
 	if !ok {
@@ -155,8 +163,8 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (exception, message s
 	if scope[0] != BedrockAccessKeyID || r.Header.Get("X-Amz-Security-Token") != token {
 		return "UnrecognizedClientException", "The security token included in the request is invalid."
 	}
-	if scope[2] != BedrockRegion || scope[3] != "bedrock" {
-		return "InvalidSignatureException", fmt.Sprintf("Credential should be scoped to a valid region, not '%s'; to the service 'bedrock', not '%s'.", scope[2], scope[3])
+	if scope[2] != BedrockRegion || scope[3] != service {
+		return "InvalidSignatureException", fmt.Sprintf("Credential should be scoped to a valid region, not '%s'; to the service '%s', not '%s'.", scope[2], service, scope[3])
 	}
 	at, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
 	if err != nil || at.Format("20060102") != scope[1] {
@@ -175,9 +183,9 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (exception, message s
 			clone.Header.Add(h, v)
 		}
 	}
-	sum := sha256.Sum256(body)
 	creds := aws.Credentials{AccessKeyID: BedrockAccessKeyID, SecretAccessKey: secret, SessionToken: token}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, clone, hex.EncodeToString(sum[:]), "bedrock", BedrockRegion, at); err != nil {
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = service == "s3" })
+	if err := signer.SignHTTP(context.Background(), creds, clone, payloadHash, service, BedrockRegion, at); err != nil {
 		return "InvalidSignatureException", err.Error()
 	}
 	if clone.Header.Get("Authorization") != auth {

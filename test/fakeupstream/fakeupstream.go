@@ -215,6 +215,8 @@ type Server struct {
 	// batch is the OpenAI fake's Batch API and Files API (nil: the server
 	// has none and answers 404, as an OpenAI-compatible server without them).
 	batch *batchState
+	// bbatch is the Bedrock fake's batch jobs and S3 objects.
+	bbatch *bedrockBatch
 }
 
 // NewAnthropic starts a fake of the Anthropic Messages API
@@ -434,6 +436,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Body: body}
+	if s.kind == kindBedrock && isBedrockBatch(r) {
+		if !s.serveBedrockBatch(w, r, body) {
+			s.reject(i)
+		}
+		return
+	}
 	var ok bool
 	switch s.kind {
 	case kindAnthropic:
