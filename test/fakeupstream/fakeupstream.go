@@ -401,6 +401,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveToken(w, r) // not an API request: not recorded
 		return
 	}
+	if s.kind == kindVertex && s.serveVertexBatch(w, r) {
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	i := s.record(r, body)
 	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Body: body}

@@ -59,6 +59,8 @@ type vertexState struct {
 	issued   map[string]time.Time // access token → expiry
 	exchange int                  // token requests granted
 	refused  int                  // token requests refused
+	// batch is the batch prediction jobs and Cloud Storage (vertex_batch.go).
+	batch *vertexBatchState
 }
 
 // NewVertex starts a fake of Vertex AI and of Google's OAuth2 token
