@@ -36,6 +36,9 @@ import (
 //     half of the key ServiceAccountJSON holds (issuer, audience, scope and
 //     lifetime checked), answered with an access token of TokenTTL.
 //
+// Batch prediction jobs and the Cloud Storage calls they need are on the
+// same server (vertex_batch.go).
+//
 // Errors have Google's shape {"error":{"code","message","status"}}, except
 // that the Claude models' own errors (anything but the platform's quota
 // 429) keep Anthropic's {"type":"error","error":{"type","message"}}.
