@@ -91,6 +91,10 @@ func (p *Provider) SubmitBatch(ctx context.Context, b upstream.Backend, up upstr
 	if err != nil {
 		return "", unsupported(b, "%s: %v", OptionBatchGCSURI, err)
 	}
+	if len(lines) == 0 {
+		// Vertex AI fails a job on an empty input file.
+		return "", upstream.RequestError(errors.New("a batch prediction job needs at least one line"))
+	}
 	var in bytes.Buffer
 	for _, l := range lines {
 		line, err := inputLine(l)
