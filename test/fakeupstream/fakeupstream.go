@@ -429,6 +429,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveToken(w, r) // not an API request: not recorded
 		return
 	}
+	if s.kind == kindVertex && s.serveVertexBatch(w, r) {
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	i := s.record(r, body)
 	if s.kind == kindOpenAI && isBatchPath(r.URL.Path) && s.hasBatchAPI() {

@@ -36,6 +36,9 @@ import (
 //     half of the key ServiceAccountJSON holds (issuer, audience, scope and
 //     lifetime checked), answered with an access token of TokenTTL.
 //
+// Batch prediction jobs and the Cloud Storage calls they need are on the
+// same server (vertex_batch.go).
+//
 // Errors have Google's shape {"error":{"code","message","status"}}, except
 // that the Claude models' own errors (anything but the platform's quota
 // 429) keep Anthropic's {"type":"error","error":{"type","message"}}.
@@ -59,6 +62,8 @@ type vertexState struct {
 	issued   map[string]time.Time // access token → expiry
 	exchange int                  // token requests granted
 	refused  int                  // token requests refused
+	// batch is the batch prediction jobs and Cloud Storage (vertex_batch.go).
+	batch *vertexBatchState
 }
 
 // NewVertex starts a fake of Vertex AI and of Google's OAuth2 token

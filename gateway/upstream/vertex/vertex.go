@@ -264,34 +264,56 @@ func URL(b upstream.Backend, project string, stream bool) (string, error) {
 // It fails for a backend without an upstream model even when model is
 // another (Claude's count-tokens).
 func resourceURL(b upstream.Backend, project, model string) (string, error) {
-	region := b.Options[OptionRegion]
-	if region == "" {
-		region = DefaultRegion
+	model = strings.TrimSpace(model)
+	if model == "" || strings.TrimSpace(b.UpstreamModel) == "" {
+		return "", unsupported(b, "no upstream model")
 	}
+	loc, err := locationURL(b, project, region(b))
+	if err != nil {
+		return "", err
+	}
+	return loc + "/publishers/" + Publisher(b) + "/models/" + url.PathEscape(model), nil
+}
+
+// region is backend b's region option, else DefaultRegion.
+func region(b upstream.Backend) string {
+	if r := b.Options[OptionRegion]; r != "" {
+		return r
+	}
+	return DefaultRegion
+}
+
+// locationURL is the URL of a location in project:
+// {base}/{version}/projects/{project}/locations/{region}.
+func locationURL(b upstream.Backend, project, region string) (string, error) {
 	if !regionName.MatchString(region) {
 		return "", unsupported(b, "region %q is not a Google Cloud location", region)
 	}
 	if project == "" {
 		return "", unsupported(b, "no project: set the %q option or use a service-account key with a project_id", OptionProject)
 	}
-	model = strings.TrimSpace(model)
-	if model == "" || strings.TrimSpace(b.UpstreamModel) == "" {
-		return "", unsupported(b, "no upstream model")
-	}
-	base := strings.TrimRight(b.BaseURL, "/")
-	switch {
+	return baseURL(b, region) + "/" + url.PathEscape(apiVersion(b)) + "/projects/" + url.PathEscape(project) + "/locations/" + region, nil
+}
+
+// baseURL is the backend's baseURL, else the endpoint of region (a valid
+// location name).
+func baseURL(b upstream.Backend, region string) string {
+	switch base := strings.TrimRight(b.BaseURL, "/"); {
 	case base != "":
+		return base
 	case region == "global":
-		base = "https://aiplatform.googleapis.com"
+		return "https://aiplatform.googleapis.com"
 	default:
-		base = "https://" + region + "-aiplatform.googleapis.com"
+		return "https://" + region + "-aiplatform.googleapis.com"
 	}
-	version := b.Options[OptionAPIVersion]
-	if version == "" {
-		version = "v1"
+}
+
+// apiVersion is the backend's API version path segment.
+func apiVersion(b upstream.Backend) string {
+	if v := b.Options[OptionAPIVersion]; v != "" {
+		return v
 	}
-	return base + "/" + url.PathEscape(version) + "/projects/" + url.PathEscape(project) + "/locations/" + region +
-		"/publishers/" + Publisher(b) + "/models/" + url.PathEscape(model), nil
+	return "v1"
 }
 
 // anthropicBody adapts a Messages request to Vertex AI: the model is in the
@@ -319,4 +341,5 @@ var (
 	_ upstream.TextProvider     = (*Provider)(nil)
 	_ upstream.BackendProtocols = (*Provider)(nil)
 	_ upstream.TokenCounter     = (*Provider)(nil)
+	_ upstream.BatchProvider    = (*Provider)(nil)
 )
