@@ -275,7 +275,7 @@ func (s *Server) runMessageBatch(mb *messageBatches, b *messageBatch) {
 		}
 		mb.runs[rq.CustomID]++
 		mb.mu.Unlock()
-		result, kind := s.runBatchLine(b, rq)
+		result, kind := s.runMessageBatchLine(b, rq)
 		line, _ := json.Marshal(map[string]any{"custom_id": rq.CustomID, "result": result})
 		mb.mu.Lock()
 		b.results = append(b.results, line)
@@ -297,10 +297,10 @@ func (s *Server) runMessageBatch(mb *messageBatches, b *messageBatch) {
 	b.cancel()
 }
 
-// runBatchLine sends one request through the fake's messages handler and
+// runMessageBatchLine sends one request through the fake's messages handler and
 // reads its answer as a batch result: succeeded with the message, else
 // errored with the API's error body.
-func (s *Server) runBatchLine(b *messageBatch, rq batchRequest) (result map[string]any, kind string) {
+func (s *Server) runMessageBatchLine(b *messageBatch, rq batchRequest) (result map[string]any, kind string) {
 	req := httptest.NewRequestWithContext(b.ctx, http.MethodPost, "/v1/messages", bytes.NewReader(rq.Params))
 	for _, k := range []string{"x-api-key", "anthropic-version", "anthropic-beta"} {
 		for _, v := range b.header.Values(k) {

@@ -72,8 +72,8 @@ type bedrockJob struct {
 	stop                              bool
 }
 
-// batch is the server's batch state, made on first use.
-func (s *Server) batch() *bedrockBatch {
+// bedrockBatchState is the server's batch state, made on first use.
+func (s *Server) bedrockBatchState() *bedrockBatch {
 	if s.bbatch == nil {
 		s.bbatch = &bedrockBatch{objects: map[string][]byte{}, jobs: map[string]*bedrockJob{}, tokens: map[string]string{},
 			minRecords: 100, runs: map[string]int{}}
@@ -86,23 +86,23 @@ func (s *Server) batch() *bedrockBatch {
 // regions).
 func (s *Server) SetBatchMinRecords(n int) {
 	s.mu.Lock()
-	s.batch().minRecords = n
+	s.bedrockBatchState().minRecords = n
 	s.mu.Unlock()
 }
 
 // SetBatchRecordDelay makes each record of a batch inference job take d.
 func (s *Server) SetBatchRecordDelay(d time.Duration) {
 	s.mu.Lock()
-	s.batch().recordDelay = d
+	s.bedrockBatchState().recordDelay = d
 	s.mu.Unlock()
 }
 
-// BatchJobsCreated is the number of batch inference jobs created (a
+// InvocationJobsCreated is the number of batch inference jobs created (a
 // repeated client request token creates none).
-func (s *Server) BatchJobsCreated() int {
+func (s *Server) InvocationJobsCreated() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.batch().created
+	return s.bedrockBatchState().created
 }
 
 // BatchRecordRuns is the number of times the record recordID was run by
@@ -110,7 +110,7 @@ func (s *Server) BatchJobsCreated() int {
 func (s *Server) BatchRecordRuns(recordID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.batch().runs[recordID]
+	return s.bedrockBatchState().runs[recordID]
 }
 
 // BatchRecordsRun is the number of records run by batch inference jobs.
@@ -118,7 +118,7 @@ func (s *Server) BatchRecordsRun() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, c := range s.batch().runs {
+	for _, c := range s.bedrockBatchState().runs {
 		n += c
 	}
 	return n
@@ -128,7 +128,7 @@ func (s *Server) BatchRecordsRun() int {
 func (s *Server) S3Object(bucket, key string) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.batch().objects[bucket+"/"+key]
+	b, ok := s.bedrockBatchState().objects[bucket+"/"+key]
 	return bytes.Clone(b), ok
 }
 
@@ -222,7 +222,7 @@ func (s *Server) createJob(w http.ResponseWriter, body []byte) bool {
 		return invalid("The provided model identifier is invalid.")
 	}
 	s.mu.Lock()
-	bb := s.batch()
+	bb := s.bedrockBatchState()
 	if id, ok := bb.tokens[req.ClientRequestToken]; ok && req.ClientRequestToken != "" {
 		arn := bb.jobs[id].arn
 		s.mu.Unlock()
@@ -273,7 +273,7 @@ func (s *Server) lookupJob(escaped string) *bedrockJob {
 	if m := bedrockJobARNRef.FindStringSubmatch(ref); m != nil {
 		ref = m[2]
 	}
-	return s.batch().jobs[ref]
+	return s.bedrockBatchState().jobs[ref]
 }
 
 func (s *Server) getJob(w http.ResponseWriter, ident string) bool {
@@ -369,8 +369,8 @@ func (s *Server) runJob(j *bedrockJob) {
 	}
 	inBucket, inKey := splitS3URI(j.input)
 	s.mu.Lock()
-	raw, ok := s.batch().objects[inBucket+"/"+inKey]
-	min := s.batch().minRecords
+	raw, ok := s.bedrockBatchState().objects[inBucket+"/"+inKey]
+	min := s.bedrockBatchState().minRecords
 	s.mu.Unlock()
 	if !ok {
 		fail("Unable to access input file " + j.input + ". Check that the file exists and that the service role has permission to read it.")
@@ -407,7 +407,7 @@ func (s *Server) runJob(j *bedrockJob) {
 	for _, rec := range records {
 		s.mu.Lock()
 		stopped := j.stop
-		delay := s.batch().recordDelay
+		delay := s.bedrockBatchState().recordDelay
 		s.mu.Unlock()
 		if stopped {
 			s.endStopped(j, out.Bytes())
@@ -467,7 +467,7 @@ func (s *Server) runRecord(j *bedrockJob, recordID string, input json.RawMessage
 	}
 	line, _ := json.Marshal(rec)
 	s.mu.Lock()
-	bb := s.batch()
+	bb := s.bedrockBatchState()
 	bb.runs[recordID]++
 	j.processed++
 	if _, failed := rec["error"]; failed {
@@ -489,7 +489,7 @@ func (s *Server) writeOutput(j *bedrockJob, out []byte) {
 	defer s.mu.Unlock()
 	manifest, _ := json.Marshal(map[string]any{"totalRecordCount": j.total, "processedRecordCount": j.processed,
 		"successRecordCount": j.succeeded, "errorRecordCount": j.errs})
-	objects := s.batch().objects
+	objects := s.bedrockBatchState().objects
 	objects[outBucket+"/"+dir+"/"+path.Base(inKey)+".out"] = bytes.Clone(out)
 	objects[outBucket+"/"+dir+"/manifest.json.out"] = manifest
 }
@@ -556,7 +556,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, body []byte) bo
 	switch r.Method {
 	case http.MethodPut:
 		s.mu.Lock()
-		s.batch().objects[bucket+"/"+key] = bytes.Clone(body)
+		s.bedrockBatchState().objects[bucket+"/"+key] = bytes.Clone(body)
 		s.mu.Unlock()
 		sum := md5.Sum(body) //nolint:gosec // S3's ETag
 		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)

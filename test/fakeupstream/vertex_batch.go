@@ -76,22 +76,22 @@ type vertexJob struct {
 // and …/batchPredictionJobs/{id}:cancel.
 var batchJobsPath = regexp.MustCompile(`^/(v1|v1beta1)/projects/([^/]+)/locations/([^/]+)/batchPredictionJobs(?:/([0-9]+)(:cancel)?)?$`)
 
-// BatchJobsCreated is the number of batch prediction jobs created.
-func (s *Server) BatchJobsCreated() int {
+// PredictionJobsCreated is the number of batch prediction jobs created.
+func (s *Server) PredictionJobsCreated() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.vbatch().created
 }
 
-// BatchLinesRun is the number of batch lines the jobs sent to the model.
-func (s *Server) BatchLinesRun() int {
+// PredictionLinesRun is the number of batch lines the jobs sent to the model.
+func (s *Server) PredictionLinesRun() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.vbatch().linesRun
 }
 
-// SetBatchLineDelay makes each job wait d before each of its lines.
-func (s *Server) SetBatchLineDelay(d time.Duration) {
+// SetPredictionLineDelay makes each job wait d before each of its lines.
+func (s *Server) SetPredictionLineDelay(d time.Duration) {
 	s.mu.Lock()
 	s.vbatch().lineDelay = d
 	s.mu.Unlock()

@@ -82,5 +82,5 @@ func TestVertexStorage(t *testing.T) {
 	code, body = call("POST", "/v1/projects/"+VertexProject+"/locations/us-east5/batchPredictionJobs", tok.AccessToken, `{"displayName":"x","bogus":1}`)
 	g.Expect(code).To(Equal(http.StatusBadRequest))
 	g.Expect(body).To(ContainSubstring("bogus"))
-	g.Expect(s.BatchJobsCreated()).To(BeZero())
+	g.Expect(s.PredictionJobsCreated()).To(BeZero())
 }

@@ -134,7 +134,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	id, err := p.SubmitBatch(ctx, b, upstream.Messages, lines)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(MatchRegexp(`^arn:aws:bedrock:us-east-1:\d{12}:model-invocation-job/[a-z0-9]{12}$`))
-	g.Expect(f.BatchJobsCreated()).To(Equal(1))
+	g.Expect(f.InvocationJobsCreated()).To(Equal(1))
 	for _, r := range f.Requests() {
 		g.Expect(r.Rejected).To(BeFalse(), r.Method+" "+r.Path)
 	}
@@ -164,7 +164,7 @@ func TestBatchRoundTrip(t *testing.T) {
 	again, err := p.SubmitBatch(ctx, b, upstream.Messages, lines)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again).To(Equal(id), "the same lines are the same job")
-	g.Expect(f.BatchJobsCreated()).To(Equal(1))
+	g.Expect(f.InvocationJobsCreated()).To(Equal(1))
 
 	g.Expect(waitEnded(g, p, b, id)).To(Equal(upstream.BatchJob{State: upstream.BatchJobEnded}))
 	answers := results(g, p, b, id)
@@ -285,7 +285,7 @@ func TestBatchCredential(t *testing.T) {
 	g.Expect(ok).To(BeTrue())
 	g.Expect(ue.Status).To(Equal(http.StatusForbidden))
 	g.Expect(ue.Retryable).To(BeFalse())
-	g.Expect(f.BatchJobsCreated()).To(BeZero())
+	g.Expect(f.InvocationJobsCreated()).To(BeZero())
 
 	_, err = p.BatchStatus(context.Background(), b, "arn:aws:bedrock:us-east-1:123456789012:model-invocation-job/abcdefghijkl")
 	g.Expect(err).To(HaveOccurred())

@@ -112,7 +112,7 @@ func TestBatch(t *testing.T) {
 	id, err := p.SubmitBatch(context.Background(), gem, upstream.Gemini, []upstream.BatchLine{l1, l2, l3})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(MatchRegexp(`^projects/` + fakeupstream.VertexProject + `/locations/us-east5/batchPredictionJobs/[0-9]+$`))
-	g.Expect(fake.BatchJobsCreated()).To(Equal(1))
+	g.Expect(fake.PredictionJobsCreated()).To(Equal(1))
 
 	// The input: one object under the prefix, a line per request with the
 	// custom ID in its labels.
@@ -135,7 +135,7 @@ func TestBatch(t *testing.T) {
 	}
 
 	waitEnded(g, p, gem, id)
-	g.Expect(fake.BatchLinesRun()).To(Equal(3))
+	g.Expect(fake.PredictionLinesRun()).To(Equal(3))
 	g.Expect(fake.GCSObjectNames(batchBucket)).To(ConsistOf(names[0],
 		MatchRegexp(`^runs/modelgate-[0-9a-f]{24}/prediction-model-[0-9T:.-]+Z/predictions\.jsonl$`)), "the predictions beside the input")
 	got := results(g, p, gem, id)
@@ -170,7 +170,7 @@ func TestBatch(t *testing.T) {
 func TestBatchCancel(t *testing.T) {
 	g := NewWithT(t)
 	fake, p, gem := batchSetup(t)
-	fake.SetBatchLineDelay(100 * time.Millisecond)
+	fake.SetPredictionLineDelay(100 * time.Millisecond)
 	var lines []upstream.BatchLine
 	for i := range 8 {
 		l, _ := chatLine(t, fmt.Sprintf("batch_req_%024d", i), fmt.Sprintf("line %d", i))
@@ -178,12 +178,12 @@ func TestBatchCancel(t *testing.T) {
 	}
 	id, err := p.SubmitBatch(context.Background(), gem, upstream.Gemini, lines)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(fake.BatchLinesRun).WithTimeout(jobTimeout).WithPolling(jobPoll).Should(BeNumerically(">=", 2))
+	g.Eventually(fake.PredictionLinesRun).WithTimeout(jobTimeout).WithPolling(jobPoll).Should(BeNumerically(">=", 2))
 	g.Expect(p.CancelBatch(context.Background(), gem, id)).To(Succeed())
 	waitEnded(g, p, gem, id)
-	ran := fake.BatchLinesRun()
+	ran := fake.PredictionLinesRun()
 	g.Expect(ran).To(BeNumerically("<", len(lines)))
-	g.Consistently(fake.BatchLinesRun).WithTimeout(300 * time.Millisecond).Should(Equal(ran))
+	g.Consistently(fake.PredictionLinesRun).WithTimeout(300 * time.Millisecond).Should(Equal(ran))
 
 	got := results(g, p, gem, id)
 	g.Expect(got).To(HaveLen(len(lines)), "every line once: answered or not run")
@@ -225,7 +225,7 @@ func TestBatchFailedJob(t *testing.T) {
 		return p.BatchStatus(context.Background(), gem, job.Name)
 	}).WithTimeout(jobTimeout).WithPolling(jobPoll).Should(Equal(upstream.BatchJob{State: upstream.BatchJobFailed,
 		Message: "Failed to read input file gs://mg-batches/none.jsonl: No such object."}))
-	g.Expect(fake.BatchLinesRun()).To(Equal(1), "only the first job's line ran")
+	g.Expect(fake.PredictionLinesRun()).To(Equal(1), "only the first job's line ran")
 }
 
 func TestBatchRefusals(t *testing.T) {
