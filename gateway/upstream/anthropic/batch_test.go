@@ -114,7 +114,7 @@ func TestBatchRunsToTheEnd(t *testing.T) {
 		g.Expect(f.MessageBatchLineRuns(cid)).To(Equal(1))
 	}
 	last := f.Last()
-	g.Expect(last.Path).To(Equal("/v1/messages/batches/" + id + "/results"), "read at the batch's results_url")
+	g.Expect(last.Path).To(Equal("/v1/messages/batches/"+id+"/results"), "read at the batch's results_url")
 	g.Expect(last.Header.Get("x-api-key")).To(Equal(f.Key()))
 
 	// The answer reads as Invoke's would.

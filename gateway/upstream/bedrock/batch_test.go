@@ -226,7 +226,7 @@ func TestBatchStop(t *testing.T) {
 		g.Expect(a).To(Equal(upstream.BatchAnswer{CustomID: l.CustomID, NotRun: upstream.NotRunCancelled}))
 	}
 	g.Expect(done).To(Equal(ran))
-	g.Consistently(f.BatchRecordsRun).WithTimeout(300 * time.Millisecond).Should(Equal(ran), "no record runs after the stop")
+	g.Consistently(f.BatchRecordsRun).WithTimeout(300*time.Millisecond).Should(Equal(ran), "no record runs after the stop")
 	g.Expect(p.CancelBatch(ctx, b, id)).To(Succeed(), "cancelling a stopped job is not an error")
 }
 
