@@ -1,9 +1,12 @@
 package upstream
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/modelgate/modelgate/gateway/translate"
@@ -141,4 +144,33 @@ func BatchAnswerResult(client, up Protocol, clientBody, raw []byte, clientModel 
 		res.Usage = estimateUsage(up, raw, res.Usage)
 	}
 	return res, nil
+}
+
+// ErrBatchLineTooLong is EachJSONLine's answer for a line longer than its
+// bound.
+var ErrBatchLineTooLong = errors.New("a line of the batch file is too long")
+
+// EachJSONLine calls fn with each non-blank line of the JSONL in r (space
+// trimmed), numbered from 1, reading a line at a time: a batch's results
+// can be far larger than what is worth holding. A line over maxLine bytes
+// ends the read with ErrBatchLineTooLong; a read error is returned as it
+// came, and so is fn's.
+func EachJSONLine(r io.Reader, maxLine int, fn func(n int, line []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, min(64<<10, maxLine)), maxLine)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if err := fn(n, line); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return ErrBatchLineTooLong
+	} else if err != nil {
+		return err
+	}
+	return nil
 }

@@ -18,7 +18,6 @@
 package anthropic
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -201,48 +200,24 @@ type batchResult struct {
 }
 
 func readResults(r io.Reader, each func(upstream.BatchAnswer) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for n := 1; ; n++ {
-		line, err := readLine(br)
-		if len(bytes.TrimSpace(line)) > 0 {
-			a, perr := answerOf(line)
-			if perr != nil {
-				return &upstream.Error{Class: upstream.Permanent,
-					Message: fmt.Sprintf("line %d of the upstream's batch results is unreadable: %v", n, perr)}
-			}
-			if cerr := each(a); cerr != nil {
-				return cerr
-			}
+	var stopped error // each's error, or an unreadable line's: returned as it is
+	err := upstream.EachJSONLine(r, MaxBatchResultLine, func(n int, line []byte) error {
+		a, err := answerOf(line)
+		if err != nil {
+			stopped = &upstream.Error{Class: upstream.Permanent,
+				Message: fmt.Sprintf("line %d of the upstream's batch results is unreadable: %v", n, err)}
+		} else {
+			stopped = each(a)
 		}
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return err
-		}
+		return stopped
+	})
+	switch {
+	case err == nil || stopped != nil:
+		return err
+	case errors.Is(err, upstream.ErrBatchLineTooLong):
+		return &upstream.Error{Class: upstream.Permanent, Message: "a line of the upstream's batch results is too long"}
 	}
-}
-
-// readLine reads one line (its newline dropped), at most
-// MaxBatchResultLine long.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > MaxBatchResultLine {
-			return nil, &upstream.Error{Class: upstream.Permanent, Message: "a line of the upstream's batch results is too long"}
-		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			return line, io.EOF
-		case err != nil:
-			return nil, networkError(err)
-		}
-		return bytes.TrimRight(line, "\r\n"), nil
-	}
+	return networkError(err)
 }
 
 func answerOf(line []byte) (upstream.BatchAnswer, error) {

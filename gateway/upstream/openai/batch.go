@@ -22,7 +22,6 @@ package openai
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -310,28 +309,23 @@ func (p *Provider) readBatchFile(ctx context.Context, b upstream.Backend, fileID
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return batchStatusError(&upstream.Exchange{Status: resp.StatusCode, Header: resp.Header, Body: body}, false)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxBatchResultLine)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	var stopped error // each's error, or an unreadable line's: returned as it is
+	err = upstream.EachJSONLine(resp.Body, MaxBatchResultLine, func(n int, line []byte) error {
 		a, err := batchAnswer(line)
 		if err != nil {
-			return &upstream.Error{Class: upstream.Permanent, Message: fmt.Sprintf("line %d of the batch's file %s is unreadable", n, fileID), Err: err}
+			stopped = &upstream.Error{Class: upstream.Permanent, Message: fmt.Sprintf("line %d of the batch's file %s is unreadable", n, fileID), Err: err}
+		} else {
+			stopped = each(a)
 		}
-		if err := each(a); err != nil {
-			return err
-		}
+		return stopped
+	})
+	switch {
+	case err == nil || stopped != nil:
+		return err
+	case errors.Is(err, upstream.ErrBatchLineTooLong):
+		return &upstream.Error{Class: upstream.Permanent, Message: fmt.Sprintf("a line of the batch's file %s is too large", fileID), Err: err}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return &upstream.Error{Class: upstream.Permanent, Message: fmt.Sprintf("a line of the batch's file %s is too large", fileID), Err: err}
-		}
-		return &upstream.Error{Class: upstream.Transient, Retryable: true, Message: "the batch's results were cut off", Err: err}
-	}
-	return nil
+	return &upstream.Error{Class: upstream.Transient, Retryable: true, Message: "the batch's results were cut off", Err: err}
 }
 
 // batchAnswer reads one line of an output or error file.
