@@ -107,6 +107,22 @@ func (s *Store) Reserve(ctx context.Context, requestID string, tokenID, userID i
 // It returns the amount reserved (for a repeat, the amount the reservation
 // holds).
 func (s *Store) ReserveUpTo(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota, fit Fit) (billing.Quota, error) {
+	return s.reserve(ctx, requestID, tokenID, userID, estimate, fit, 0)
+}
+
+// ReserveHeld is ReserveUpTo for a reservation that stays open past the
+// stale-reservation sweep until holdUntil (unix time): a batch line waiting
+// on an upstream batch job is settled or refunded by the Batch controller,
+// however long the job takes; a batch deleted meanwhile gives its quota back
+// at holdUntil.
+func (s *Store) ReserveHeld(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota, fit Fit, holdUntil time.Time) (billing.Quota, error) {
+	return s.reserve(ctx, requestID, tokenID, userID, estimate, fit, holdUntil.Unix())
+}
+
+// reserve is ReserveUpTo with the reservation held from the stale sweep
+// until holdUntil (unix seconds; 0 for not held). A repeat keeps the hold
+// the reservation was made with.
+func (s *Store) reserve(ctx context.Context, requestID string, tokenID, userID int64, estimate billing.Quota, fit Fit, holdUntil int64) (billing.Quota, error) {
 	if estimate < 0 {
 		return 0, fmt.Errorf("reserve %s: negative estimate %d", requestID, estimate)
 	}
@@ -116,9 +132,9 @@ func (s *Store) ReserveUpTo(ctx context.Context, requestID string, tokenID, user
 		// Claim the request ID first: a concurrent duplicate blocks here on
 		// the unique key and then sees the row, so it cannot charge twice.
 		res, err := tx.ExecContext(ctx, s.q(`
-			INSERT INTO reservations (request_id, token_id, user_id, amount, state, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`),
-			requestID, tokenID, userID, int64(estimate), stateReserved, now, now)
+			INSERT INTO reservations (request_id, token_id, user_id, amount, state, created_at, updated_at, hold_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`),
+			requestID, tokenID, userID, int64(estimate), stateReserved, now, now, holdUntil)
 		if err != nil {
 			return fmt.Errorf("claim request: %w", err)
 		}
@@ -315,15 +331,18 @@ type StaleRefund struct {
 // that died between Reserve and Settle leaves them behind, holding quota.
 // A reservation of a generation task that has not finished is never stale:
 // the task's controller settles or refunds it, however long the task runs
-// (and a deleted task's finalizer refunds it). Pick olderThan above the
-// longest text request.
+// (and a deleted task's finalizer refunds it). Nor is a held reservation
+// (ReserveHeld) before its hold_until: a batch line waiting on an upstream
+// batch job is closed by the Batch controller, and swept only once the hold
+// has passed. Pick olderThan above the longest text request.
 func (s *Store) RefundStale(ctx context.Context, olderThan time.Duration) (StaleRefund, error) {
 	var out StaleRefund
-	cutoff := s.clock.Now().Add(-olderThan).Unix()
+	now := s.clock.Now()
+	cutoff := now.Add(-olderThan).Unix()
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT r.request_id, r.amount FROM reservations r
-		WHERE r.state = ? AND r.created_at < ?
+		WHERE r.state = ? AND r.created_at < ? AND r.hold_until <= ?
 		AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.request_id = r.request_id AND t.completed_at IS NULL)
-		ORDER BY r.created_at`), stateReserved, cutoff)
+		ORDER BY r.created_at`), stateReserved, cutoff, now.Unix())
 	if err != nil {
 		return out, fmt.Errorf("find stale reservations: %w", err)
 	}

@@ -174,3 +174,90 @@ func TestConcurrentReservationsNeverOverdraw(t *testing.T) {
 		g.Expect(usageSum(t, s, a.tokenID)).To(Equal(int64(ten.Used)))
 	})
 }
+
+// A batch line waiting on an upstream batch job can wait longer than any
+// stale age: its held reservation stays until its hold passes, while an
+// ordinary one of the same age is swept.
+func TestRefundStaleSparesHeldReservations(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		clock := newFakeClock(start)
+		s := openStore(t, dsn, WithClock(clock))
+		a := newAccount(t, s, 1000, 1000, TokenLimits{})
+		holdUntil := start.Add(24 * time.Hour)
+
+		got, err := s.ReserveHeld(ctx, "held", a.tokenID, a.userID, 300, nil, holdUntil)
+		g.Expect([]any{got, err}).To(Equal([]any{billing.Quota(300), error(nil)}))
+		g.Expect(s.Reserve(ctx, "plain", a.tokenID, a.userID, 100)).To(Succeed())
+		g.Expect(tokenBalance(t, s, a.tokenID).Remain).To(Equal(billing.Quota(600)))
+		clock.Step(2 * time.Hour)
+
+		n, err := s.RefundStale(ctx, time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(StaleRefund{Reservations: 1, Quota: 100}), "only the ordinary one is stale")
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 700, Used: 0}))
+		g.Expect(tenantBalance(t, s, a.userID)).To(Equal(Balance{Remain: 700, Used: 0}))
+
+		// A repeat is idempotent: it reports what the reservation holds.
+		got, err = s.ReserveHeld(ctx, "held", a.tokenID, a.userID, 300, nil, holdUntil)
+		g.Expect([]any{got, err}).To(Equal([]any{billing.Quota(300), error(nil)}))
+		g.Expect(tokenBalance(t, s, a.tokenID).Remain).To(Equal(billing.Quota(700)))
+
+		clock.Set(holdUntil.Add(-time.Second))
+		n, err = s.RefundStale(ctx, time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n.Reservations).To(BeZero(), "still held")
+		g.Expect(tokenBalance(t, s, a.tokenID).Remain).To(Equal(billing.Quota(700)))
+
+		clock.Set(holdUntil.Add(time.Second))
+		n, err = s.RefundStale(ctx, time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(StaleRefund{Reservations: 1, Quota: 300}), "the hold has passed")
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 1000, Used: 0}))
+		g.Expect(tenantBalance(t, s, a.userID)).To(Equal(Balance{Remain: 1000, Used: 0}))
+	})
+}
+
+// A held reservation settles and refunds like an ordinary one, and is
+// lowered by a fit the same way.
+func TestHeldReservationSettlesAndRefunds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		clock := newFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		s := openStore(t, dsn, WithClock(clock))
+		a := newAccount(t, s, 1000, 1000, TokenLimits{})
+		holdUntil := clock.Now().Add(24 * time.Hour)
+
+		_, err := s.ReserveHeld(ctx, "h-settle", a.tokenID, a.userID, 100, nil, holdUntil)
+		g.Expect(err).NotTo(HaveOccurred())
+		clock.Step(2 * time.Hour)
+		g.Expect(s.Settle(ctx, "h-settle", 30)).To(Succeed())
+		g.Expect(s.Settle(ctx, "h-settle", 500)).To(Succeed(), "settling again charges once")
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 970, Used: 30}))
+		g.Expect(tenantBalance(t, s, a.userID)).To(Equal(Balance{Remain: 970, Used: 30}))
+		g.Expect(s.Refund(ctx, "h-settle")).To(MatchError(ErrReservationClosed))
+
+		_, err = s.ReserveHeld(ctx, "h-refund", a.tokenID, a.userID, 200, nil, holdUntil)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tokenBalance(t, s, a.tokenID).Remain).To(Equal(billing.Quota(770)))
+		g.Expect(s.Refund(ctx, "h-refund")).To(Succeed())
+		g.Expect(s.Refund(ctx, "h-refund")).To(Succeed())
+		g.Expect(s.Settle(ctx, "h-refund", 1)).To(MatchError(ErrReservationClosed))
+		_, err = s.ReserveHeld(ctx, "h-refund", a.tokenID, a.userID, 200, nil, holdUntil)
+		g.Expect(err).To(MatchError(ErrReservationClosed))
+		g.Expect(tokenBalance(t, s, a.tokenID).Balance).To(Equal(Balance{Remain: 970, Used: 30}))
+		g.Expect(tenantBalance(t, s, a.userID)).To(Equal(Balance{Remain: 970, Used: 30}))
+
+		b := newAccount(t, s, 1000, 50, TokenLimits{})
+		got, err := s.ReserveHeld(ctx, "h-fit", b.tokenID, b.userID, 84, linearFit, holdUntil)
+		g.Expect([]any{got, err}).To(Equal([]any{billing.Quota(50), error(nil)}), "lowered to what is left")
+
+		clock.Set(holdUntil.Add(time.Hour))
+		n, err := s.RefundStale(ctx, time.Hour)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(StaleRefund{Reservations: 1, Quota: 50}), "closed reservations are not swept")
+	})
+}
