@@ -238,6 +238,36 @@ func sqliteIndexes(t *testing.T, db *sql.DB, table string) []string {
 	return names
 }
 
+// TestReservationHoldUntilMigration upgrades a ledger at schema version 13
+// with an open reservation: migration 14 keeps it, not held (hold_until 0,
+// so the stale sweep treats it as before), and migrating down drops the
+// column again.
+func TestReservationHoldUntilMigration(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		p, db := gooseProvider(t, dsn)
+		_, err := p.UpTo(ctx, 13)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = db.ExecContext(ctx, `INSERT INTO reservations (request_id, token_id, user_id, amount, state, created_at, updated_at)
+			VALUES ('r', 1, 1, 100, 'reserved', 1000, 1000)`)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = p.UpTo(ctx, 14)
+		g.Expect(err).NotTo(HaveOccurred())
+		var hold int64
+		g.Expect(db.QueryRowContext(ctx, `SELECT hold_until FROM reservations WHERE request_id = 'r'`).Scan(&hold)).To(Succeed())
+		g.Expect(hold).To(BeZero())
+
+		_, err = p.DownTo(ctx, 13)
+		g.Expect(err).NotTo(HaveOccurred())
+		var n int64
+		g.Expect(db.QueryRowContext(ctx, `SELECT COUNT(*) FROM reservations`).Scan(&n)).To(Succeed())
+		g.Expect(n).To(Equal(int64(1)))
+		_, err = db.ExecContext(ctx, `SELECT hold_until FROM reservations`)
+		g.Expect(err).To(HaveOccurred(), "the column is gone")
+	})
+}
+
 // gooseProvider opens the raw database behind dsn with the ledger's
 // migrations, to move it to a chosen schema version.
 func gooseProvider(t *testing.T, dsn string) (*goose.Provider, *sql.DB) {
