@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/controllers"
+	"github.com/modelgate/modelgate/controllers/batch"
 	"github.com/modelgate/modelgate/controllers/generationtask"
 	"github.com/modelgate/modelgate/gateway/files"
 	"github.com/modelgate/modelgate/gateway/housekeeping"
@@ -291,6 +292,7 @@ type managerFlags struct {
 	// decide in time fails the task without a fee) and how long an unused
 	// reviewed asset stays reusable (60 days by default).
 	reviewDeadline  time.Duration
+	batchPoll       time.Duration
 	reviewRetention time.Duration
 	housekeeping    housekeeping.Keeper
 	concurrency     controllers.Concurrency
@@ -299,6 +301,12 @@ type managerFlags struct {
 // registerHousekeeping adds the flags of the ledger's housekeeping jobs.
 // registerConcurrency adds a --concurrent-<kind>-reconciles flag per
 // controller, defaulting to controllers.DefaultConcurrency.
+// registerBatchPoll registers how often an upstream batch job is read.
+func registerBatchPoll(fs *flag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "batch-poll-interval", batch.DefaultPollInterval,
+		"how often the Batch controller reads the state of a batch job running on an upstream's batch API")
+}
+
 func registerConcurrency(fs *flag.FlagSet, c *controllers.Concurrency) {
 	d := controllers.DefaultConcurrency
 	for _, f := range []struct {
@@ -389,6 +397,7 @@ func runManager(ctx context.Context, args []string) error {
 	fs.Var((*days)(&m.reviewRetention), "review-asset-retention", "the same as --retention-reviews")
 	registerHousekeeping(fs, &m.housekeeping)
 	registerConcurrency(fs, &m.concurrency)
+	registerBatchPoll(fs, &m.batchPoll)
 	_ = fs.Parse(args)
 	setupLogs(c.devLogs)
 	stopTracing, err := startTracing(ctx, "manager")
@@ -410,7 +419,8 @@ func runManager(ctx context.Context, args []string) error {
 		Config: cfg, Ledger: ledger, SystemNamespace: c.systemNamespace,
 		MetricsAddr: m.metricsAddr, ProbeAddr: m.probeAddr, LeaderElection: m.leaderElect, PprofAddr: c.pprofAddr,
 		Controllers: &controllers.Options{SyncPeriod: m.syncPeriod, MirrorWritesPerSecond: m.mirrorWrites, ReviewDeadline: m.reviewDeadline,
-			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping, Concurrency: m.concurrency},
+			ReviewAssetRetention: m.reviewRetention, Housekeeping: m.housekeeping, Concurrency: m.concurrency,
+			BatchPollInterval: m.batchPoll},
 		ManagerBlobs: g.options(""),
 	}))
 	if err != nil {
@@ -563,6 +573,7 @@ type devFlags struct {
 	samplesDir string
 	database   string
 	housekeep  housekeeping.Keeper
+	batchPoll  time.Duration
 	pprofAddr  string
 	egress     egressFlags
 }
@@ -581,6 +592,7 @@ func runDev(ctx context.Context, args []string) error {
 	sysNS := fs.String("system-namespace", "modelgate-system", "namespace of platform-wide routes and prices")
 	fs.StringVar(&d.database, "database", "", "ledger DSN, e.g. postgres://user@localhost/modelgate for a PostgreSQL you already run; default: SQLite in the data directory")
 	registerHousekeeping(fs, &d.housekeep)
+	registerBatchPoll(fs, &d.batchPoll)
 	d.egress.register(fs)
 	registerPprof(fs, &d.pprofAddr)
 	_ = fs.Parse(args)
@@ -624,7 +636,7 @@ func runDev(ctx context.Context, args []string) error {
 	opts := g.options(dataDir)
 	sys, err := wire.NewSystem(ctx, d.egress.options(wire.SystemOptions{
 		Config: cp.Config, Ledger: ledger, SystemNamespace: *sysNS,
-		Controllers: &controllers.Options{SyncPeriod: 10 * time.Second, Housekeeping: d.housekeep},
+		Controllers: &controllers.Options{SyncPeriod: 10 * time.Second, Housekeeping: d.housekeep, BatchPollInterval: d.batchPoll},
 		Gateway:     &opts, PprofAddr: d.pprofAddr,
 	}))
 	if err != nil {

@@ -60,6 +60,13 @@ type Options struct {
 	// batch's progress), no Batch controller runs.
 	BatchLines batch.LineRunner
 	BatchFiles batch.Files
+	// BatchUpstream runs batch lines as jobs of the upstreams' own batch
+	// APIs where a route's backend has one (nil: every line through
+	// BatchLines).
+	BatchUpstream batch.Upstream
+	// BatchPollInterval is how often an upstream batch job is read (zero:
+	// batch.DefaultPollInterval).
+	BatchPollInterval time.Duration
 	// BatchPassBudget bounds how long one pass of the Batch controller
 	// starts lines (zero: batch.DefaultPassBudget).
 	BatchPassBudget time.Duration
@@ -136,7 +143,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	if o.BatchLines != nil && o.BatchFiles != nil && o.Blobs != nil && !o.NoBatchController {
 		if err := (&batch.Reconciler{Client: mgr.GetClient(), Lines: o.BatchLines, Files: o.BatchFiles, Ledger: o.Ledger,
-			Blobs: o.Blobs, Clock: o.Clock, Workers: workers.Batch, PassBudget: o.BatchPassBudget}).SetupWithManager(mgr); err != nil {
+			Blobs: o.Blobs, Clock: o.Clock, Workers: workers.Batch, PassBudget: o.BatchPassBudget,
+			Upstream: o.BatchUpstream, PollInterval: o.BatchPollInterval}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("batch controller: %w", err)
 		}
 	}

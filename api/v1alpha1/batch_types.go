@@ -95,6 +95,33 @@ func (s BatchState) Terminal() bool {
 	return false
 }
 
+// BatchExecution is where a batch's lines run.
+// +kubebuilder:validation:Enum=Gateway;Upstream
+type BatchExecution string
+
+// The executions of a batch.
+const (
+	BatchExecutionGateway  BatchExecution = "Gateway"
+	BatchExecutionUpstream BatchExecution = "Upstream"
+)
+
+// BatchUpstreamJob is one job of an Upstream batch.
+type BatchUpstreamJob struct {
+	// backend is the ModelRoute backend whose batch API runs the job.
+	// +kubebuilder:validation:MaxLength=253
+	Backend string `json:"backend"`
+	// id is the upstream's job ID (empty until the upstream accepted it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ID string `json:"id,omitempty"`
+	// lines is how many lines the job holds.
+	// +kubebuilder:validation:Minimum=0
+	Lines int64 `json:"lines"`
+	// submittedAt is when the job was submitted.
+	// +optional
+	SubmittedAt *metav1.Time `json:"submittedAt,omitempty"`
+}
+
 // BatchRequestCounts counts the lines of a batch.
 type BatchRequestCounts struct {
 	// total is the number of lines in the input file.
@@ -167,6 +194,22 @@ type BatchStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	ErrorFileID string `json:"errorFileID,omitempty"`
 
+	// execution is where the lines run: Gateway, each line through the
+	// gateway's own data path at spec.concurrency; or Upstream, the lines
+	// submitted as jobs to the batch API of the route's upstream (OpenAI's
+	// Batch API, Anthropic's Message Batches, Bedrock batch inference,
+	// Vertex AI batch prediction) and polled. Set when the batch leaves
+	// validating.
+	// +optional
+	Execution BatchExecution `json:"execution,omitempty"`
+
+	// upstreamJobs are the upstream batch jobs of an Upstream batch, in the
+	// order they were submitted (the last 16).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	UpstreamJobs []BatchUpstreamJob `json:"upstreamJobs,omitempty"`
+
 	// errors are the batch-level errors (such as an invalid input file).
 	// +optional
 	// +listType=atomic
@@ -203,6 +246,7 @@ type BatchStatus struct {
 // +kubebuilder:printcolumn:name="Batch",type=string,JSONPath=`.spec.batchID`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.endpoint`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Execution",type=string,JSONPath=`.status.execution`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.requestCounts.total`
 // +kubebuilder:printcolumn:name="Completed",type=integer,JSONPath=`.status.requestCounts.completed`
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.requestCounts.failed`

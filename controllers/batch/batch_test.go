@@ -78,7 +78,8 @@ func newFixtureWithQuota(reply func(fakeupstream.Request) fakeupstream.Reply, ke
 		ObjectMeta: metav1.ObjectMeta{Name: f.model, Namespace: framework.SystemNamespace},
 		Spec: v1.ModelRouteSpec{Model: v1.ModelID(f.model), Type: v1.ModelTypeText, MaxOutputTokens: 1000,
 			Backends: []v1.Backend{{Name: "fake", Provider: "openai", BaseURL: f.fake.URL + "/v1", Weight: 1,
-				Groups: []v1.GroupName{"default"}, CredentialSecretRef: &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}}}},
+				Options: map[string]string{"batch": "gateway"}, // these specs watch the gateway run each line
+				Groups:  []v1.GroupName{"default"}, CredentialSecretRef: &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}}}},
 	}
 	out := v1.Decimal("15")
 	price := &v1.PriceRule{

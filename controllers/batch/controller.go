@@ -27,6 +27,7 @@ package batch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ import (
 	"github.com/modelgate/modelgate/gateway/batches"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
+	"github.com/modelgate/modelgate/gateway/store"
 )
 
 // CancelAnnotation marks a batch whose cancellation was requested (its
@@ -85,6 +87,9 @@ type LineResult struct {
 	// Billed: the line's usage row is durable, for Quota.
 	Billed bool
 	Quota  billing.Quota
+	// Usage is the usage row of a line an upstream batch job answered
+	// (Upstream.Answer), written by Upstream.Settle.
+	Usage *store.UsageRow
 }
 
 // Files reads a batch's input file and writes its result files (the
@@ -109,8 +114,11 @@ type Ledger interface {
 type Reconciler struct {
 	Client client.Client
 	Lines  LineRunner
-	Files  Files
-	Ledger Ledger
+	// Upstream runs lines on the upstream's batch API where the route's
+	// backend has one; nil runs every batch through the gateway.
+	Upstream Upstream
+	Files    Files
+	Ledger   Ledger
 	// Blobs holds each batch's progress and result parts.
 	Blobs *blob.Store
 	Clock clock.PassiveClock
@@ -118,6 +126,9 @@ type Reconciler struct {
 	PassBudget time.Duration
 	// LineTimeout: DefaultLineTimeout when zero.
 	LineTimeout time.Duration
+	// PollInterval is how often an upstream job is read:
+	// DefaultPollInterval when zero.
+	PollInterval time.Duration
 	// Workers is the number of batches run at once.
 	Workers int
 }
@@ -175,7 +186,13 @@ func (r *Reconciler) validate(ctx context.Context, b *v1.Batch, now time.Time) (
 		st.State, st.FailedAt, st.Errors = v1.BatchFailed, stamp(now), []v1.BatchError{e}
 		return ctrl.Result{}, nil
 	}
-	total, err := r.parse(ctx, b, func(batches.Line) error { return nil })
+	var firstModel string
+	total, err := r.parse(ctx, b, func(l batches.Line) error {
+		if firstModel == "" {
+			firstModel = lineModel(l.Body)
+		}
+		return nil
+	})
 	var ie *batches.InputError
 	switch {
 	case errors.As(err, &ie):
@@ -189,9 +206,38 @@ func (r *Reconciler) validate(ctx context.Context, b *v1.Batch, now time.Time) (
 	case err != nil:
 		return ctrl.Result{}, err
 	}
+	if st.Execution, err = r.execution(ctx, b, firstModel); err != nil {
+		return ctrl.Result{}, err
+	}
 	st.State, st.InProgressAt = v1.BatchInProgress, stamp(now)
 	st.RequestCounts.Total = total
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// execution is where b's lines run: Upstream when the first line's model
+// is served by a backend with a batch API of its own, else Gateway. A line
+// whose backend has none runs through the gateway either way.
+func (r *Reconciler) execution(ctx context.Context, b *v1.Batch, model string) (v1.BatchExecution, error) {
+	if r.Upstream == nil || model == "" {
+		return v1.BatchExecutionGateway, nil
+	}
+	_, ok, err := r.Upstream.Target(ctx, b, model)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("choose the batch's execution: %w", err)
+	case ok:
+		return v1.BatchExecutionUpstream, nil
+	}
+	return v1.BatchExecutionGateway, nil
+}
+
+// lineModel is the model a line's body names ("" when none).
+func lineModel(body []byte) string {
+	var m struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &m)
+	return m.Model
 }
 
 // parse reads b's input file, calling each with its lines in order.

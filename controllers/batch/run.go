@@ -167,7 +167,15 @@ func (r *Reconciler) run(ctx context.Context, b *v1.Batch) (ctrl.Result, error) 
 		st.State, st.FinalizingAt = v1.BatchFinalizing, stamp(r.Clock.Now())
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	pt, stopped, err := r.runPart(ctx, stop, b, p.Next)
+	var limit int64
+	if st.Execution == v1.BatchExecutionUpstream && r.Upstream != nil {
+		res, handled, gatewayLines, err := r.runUpstream(ctx, b, p)
+		if handled {
+			return res, err
+		}
+		limit = gatewayLines
+	}
+	pt, stopped, err := r.runPart(ctx, stop, b, p.Next, limit)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -196,10 +204,11 @@ func (r *Reconciler) run(ctx context.Context, b *v1.Batch) (ctrl.Result, error) 
 // spec.concurrency workers (none starts once stop ends) and returns their
 // part. The lines started all
 // finish (each under its own timeout, not the manager's context), so the
-// part covers a contiguous range. When the batch stops (cancelled,
+// part covers a contiguous range; limit (0: none) bounds how many lines it
+// runs. When the batch stops (cancelled,
 // expired), the lines not run go into the part as unanswered and stopped
 // says why.
-func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start int64) (*part, stopReason, error) {
+func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start, limit int64) (*part, stopReason, error) {
 	budget := r.PassBudget
 	if budget <= 0 {
 		budget = DefaultPassBudget
@@ -247,7 +256,7 @@ func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start int64
 			unrun = append(unrun, l)
 			return nil
 		}
-		if stop.Err() != nil || !r.Clock.Now().Before(deadline) {
+		if stop.Err() != nil || !r.Clock.Now().Before(deadline) || (limit > 0 && index-start >= limit) {
 			return errFull
 		}
 		mu.Lock()
@@ -327,10 +336,7 @@ func (r *Reconciler) runLine(ctx context.Context, b *v1.Batch, l batches.Line) (
 	if err != nil {
 		return batches.OutputLine{}, 0, err
 	}
-	body := res.Body
-	if !json.Valid(body) {
-		body, _ = json.Marshal(map[string]any{"error": map[string]string{"message": string(body), "type": "server_error"}})
-	}
+	body := jsonBody(res.Body)
 	if res.Status == 0 {
 		res.Status = http.StatusOK
 	}
@@ -339,6 +345,16 @@ func (r *Reconciler) runLine(ctx context.Context, b *v1.Batch, l batches.Line) (
 		q = res.Quota
 	}
 	return batches.Answered(b.Spec.BatchID, l, res.Status, body), q, nil
+}
+
+// jsonBody is an answer's body for the output line: as it is when JSON,
+// else wrapped in an error object.
+func jsonBody(body []byte) []byte {
+	if json.Valid(body) {
+		return body
+	}
+	wrapped, _ := json.Marshal(map[string]any{"error": map[string]string{"message": string(body), "type": "server_error"}})
+	return wrapped
 }
 
 // finalize writes the output and error files from the parts and ends the

@@ -91,19 +91,39 @@ func (l *batchLines) Run(ctx context.Context, b *v1.Batch, requestID string, bod
 		return batch.LineResult{}, errDraining
 	}
 	defer l.running.Done()
+	p, refused, err := l.principal(ctx, bl, b)
+	if err != nil || refused != nil {
+		return deref(refused), err
+	}
+	return lineResult(bl.lines.Serve(ctx, b.Spec.Endpoint, p, requestID, body)), nil
+}
+
+// principal authenticates the batch's ApiToken by name, with the checks a
+// key gets (usable now, tenant ready); refused is the answer of a line
+// sent by a key that is not.
+func (l *batchLines) principal(ctx context.Context, bl *boundLines, b *v1.Batch) (*auth.Principal, *batch.LineResult, error) {
 	tok := &v1.ApiToken{}
 	err := l.cache.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.TokenName}, tok)
 	switch {
 	case apierrors.IsNotFound(err), err == nil && tok.Status.TokenID != 0 && tok.Status.TokenID != b.Spec.TokenID:
-		return lineResult(bl.lines.Refuse(b.Spec.Endpoint, http.StatusUnauthorized, "the API key that submitted this batch no longer exists")), nil
+		res := lineResult(bl.lines.Refuse(b.Spec.Endpoint, http.StatusUnauthorized, "the API key that submitted this batch no longer exists"))
+		return nil, &res, nil
 	case err != nil:
-		return batch.LineResult{}, fmt.Errorf("read the batch's ApiToken: %w", err)
+		return nil, nil, fmt.Errorf("read the batch's ApiToken: %w", err)
 	}
 	p, f := bl.authn.Principal(ctx, tok)
 	if f != nil {
-		return lineResult(bl.lines.Refuse(b.Spec.Endpoint, f.Status, f.Message)), nil
+		res := lineResult(bl.lines.Refuse(b.Spec.Endpoint, f.Status, f.Message))
+		return nil, &res, nil
 	}
-	return lineResult(bl.lines.Serve(ctx, b.Spec.Endpoint, p, requestID, body)), nil
+	return p, nil, nil
+}
+
+func deref(r *batch.LineResult) batch.LineResult {
+	if r == nil {
+		return batch.LineResult{}
+	}
+	return *r
 }
 
 func lineResult(r handlers.LineResult) batch.LineResult {

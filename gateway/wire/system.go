@@ -157,6 +157,7 @@ func NewSystem(ctx context.Context, o SystemOptions) (*System, error) {
 		copts.Ledger, copts.KnownProvider, copts.Blobs, copts.Upstreams = o.Ledger, builtin.Known, s.Blobs, s.Upstreams
 		copts.Guard, copts.Downloads = o.Guard, s.Egress.Downloads
 		copts.BatchLines, copts.BatchFiles = s.lines, batchFilesOf(o.Ledger, s.Blobs)
+		copts.BatchUpstream = &batchUpstream{lines: s.lines, ledger: o.Ledger}
 		if err := controllers.Setup(mgr, copts); err != nil {
 			return nil, err
 		}

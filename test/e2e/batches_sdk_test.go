@@ -89,7 +89,7 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 			}
 			return fakeupstream.Reply{Status: 500, ErrorMessage: "unexpected prompt"}
 		})
-		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "anthropic", fake.URL, fake.Key(), "upstream-"+model))
+		textModel(t, framework.SystemNamespace, model, gatewayBatches(fakeBackend(t, "up", "anthropic", fake.URL, fake.Key(), "upstream-"+model)))
 		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
 		c := anthropicClient(acct.Key)
 
@@ -212,7 +212,7 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 			_ = json.Unmarshal(r.Body, &body)
 			return fakeupstream.Reply{Text: "Answer to " + body.Messages[0].Content + ".", Usage: lineUsage}
 		})
-		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model))
+		textModel(t, framework.SystemNamespace, model, gatewayBatches(fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model)))
 		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
 		c := openaiClient(acct.Key)
 
@@ -309,7 +309,7 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 			}
 			return fakeupstream.Reply{Text: "An answer.", Usage: fakeupstream.Usage{InputTokens: 10, OutputTokens: out}}
 		})
-		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model))
+		textModel(t, framework.SystemNamespace, model, gatewayBatches(fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model)))
 		// Quota for a few lines at the batch price: each line reserves
 		// before it runs, so the lines that do not fit are refused.
 		const keyQuota = 5000
@@ -373,7 +373,7 @@ var _ = Describe("Batches with the official SDKs against fake upstreams", func()
 		model := uniqueModel("batch-reserve")
 		fake := startFake(t, "openai")
 		fake.SetDefault(fakeupstream.Reply{Text: "An answer.", Usage: fakeupstream.Usage{InputTokens: 10, OutputTokens: 20}})
-		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model))
+		textModel(t, framework.SystemNamespace, model, gatewayBatches(fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model)))
 		// The line's body is about 130 bytes (about 45 input tokens by the
 		// estimate) and asks for 256 output tokens: about 2100 quota
 		// reserved at the full price, about 1050 at the batch price. 1500

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,18 @@ func fakeBackendIn(t testing.TB, ns, name, provider, baseURL, key, upstreamModel
 	b.BaseURL = baseURL
 	b.UpstreamModel = upstreamModel
 	b.CredentialSecretRef = &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}
+	return b
+}
+
+// gatewayBatches sets b to run batch lines through the gateway, one
+// request each, although its upstream has a batch API of its own: the
+// specs of the gateway's execution watch the lines as they run.
+func gatewayBatches(b v1.Backend) v1.Backend {
+	b.Options = maps.Clone(b.Options)
+	if b.Options == nil {
+		b.Options = map[string]string{}
+	}
+	b.Options["batch"] = "gateway"
 	return b
 }
 

@@ -137,7 +137,8 @@ func (s *Stack) start(o StackOptions) error {
 	}
 	sys, err := wire.NewSystem(ctx, wire.SystemOptions{
 		Config: s.Config, Ledger: s.Ledger, SystemNamespace: SystemNamespace, QPS: o.ManagerQPS,
-		Controllers: &controllers.Options{SyncPeriod: sync, NoBatchController: o.NoBatchController},
+		// Upstream batch jobs are polled often: the fakes end them in moments.
+		Controllers: &controllers.Options{SyncPeriod: sync, NoBatchController: o.NoBatchController, BatchPollInterval: 100 * time.Millisecond},
 		Gateway:     &gwOpts, Guard: s.Guard, UpstreamResponseHeaderTimeout: upstream.DefaultResponseHeaderTimeout,
 		// The TLS fakes serve httptest's certificate: trusted here, never by
 		// skipping verification.

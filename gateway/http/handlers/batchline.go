@@ -22,16 +22,19 @@ import (
 type BatchLines struct {
 	endpoints map[string]principalHandler
 	fails     map[string]func(w http.ResponseWriter, status int, code, message string)
+	// texts are the text endpoints, whose lines may run on an upstream's
+	// batch API (batchupstream.go).
+	texts map[string]*Text
 }
 
 // NewBatchLines serves batch lines on the text pipelines of text and
 // embeddings (nil: that endpoint is not served).
 func NewBatchLines(text *TextDeps, embeddings *EmbeddingsDeps) *BatchLines {
 	b := &BatchLines{endpoints: map[string]principalHandler{},
-		fails: map[string]func(http.ResponseWriter, int, string, string){}}
+		fails: map[string]func(http.ResponseWriter, int, string, string){}, texts: map[string]*Text{}}
 	if text != nil {
 		for _, t := range []*Text{{text, messagesProtocol()}, {text, chatProtocol()}, {text, responsesProtocol()}} {
-			b.endpoints[t.p.path], b.fails[t.p.path] = t.serveHTTP, t.p.fail
+			b.endpoints[t.p.path], b.fails[t.p.path], b.texts[t.p.path] = t.serveHTTP, t.p.fail, t
 		}
 	}
 	if embeddings != nil {
