@@ -53,6 +53,19 @@ func newFixture(reply func(fakeupstream.Request) fakeupstream.Reply) *fixture {
 // newFixtureWithQuota is newFixture with a key of quota (the tenant has
 // 5 USD).
 func newFixtureWithQuota(reply func(fakeupstream.Request) fakeupstream.Reply, keyQuota billing.Quota) *fixture {
+	return newFixtureOn(reply, keyQuota, true)
+}
+
+// newUpstreamFixture is newFixture on a route whose lines run as jobs of
+// the fake's Batch API (Upstream execution).
+func newUpstreamFixture(reply func(fakeupstream.Request) fakeupstream.Reply) *fixture {
+	return newFixtureOn(reply, 5*billing.QuotaPerUSD, false)
+}
+
+// newFixtureOn makes the fixture; gateway: the route's lines run through
+// the gateway one by one (backend option batch: gateway), else as jobs of
+// the fake's Batch API.
+func newFixtureOn(reply func(fakeupstream.Request) fakeupstream.Reply, keyQuota billing.Quota, gateway bool) *fixture {
 	ctx := context.Background()
 	f := &fixture{fake: fakeupstream.NewOpenAI(), model: fmt.Sprintf("batch-model-%d", time.Now().UnixNano())}
 	DeferCleanup(f.fake.Close)
@@ -78,8 +91,10 @@ func newFixtureWithQuota(reply func(fakeupstream.Request) fakeupstream.Reply, ke
 		ObjectMeta: metav1.ObjectMeta{Name: f.model, Namespace: framework.SystemNamespace},
 		Spec: v1.ModelRouteSpec{Model: v1.ModelID(f.model), Type: v1.ModelTypeText, MaxOutputTokens: 1000,
 			Backends: []v1.Backend{{Name: "fake", Provider: "openai", BaseURL: f.fake.URL + "/v1", Weight: 1,
-				Options: map[string]string{"batch": "gateway"}, // these specs watch the gateway run each line
-				Groups:  []v1.GroupName{"default"}, CredentialSecretRef: &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}}}},
+				Groups: []v1.GroupName{"default"}, CredentialSecretRef: &v1.SecretKeyRef{Name: secret.Name, Key: "apiKey"}}}},
+	}
+	if gateway {
+		route.Spec.Backends[0].Options = map[string]string{"batch": "gateway"}
 	}
 	out := v1.Decimal("15")
 	price := &v1.PriceRule{
@@ -438,5 +453,62 @@ var _ = Describe("Batch controller", func() {
 			seen[o.CustomID] = true
 		}
 		Expect(seen).To(HaveLen(n))
+	})
+
+	It("expires an upstream batch at the end of its window: the job is cancelled upstream, its unrun lines are batch_expired", func() {
+		f := newUpstreamFixture(nil)
+		f.fake.SetBatchLineDelay(200 * time.Millisecond)
+		const n = 40
+		b := waitState(f.submit(input(n, func(i int) string { return fmt.Sprint(i) }), 1, 3*time.Second), v1.BatchExpired)
+		Expect(b.Status.Execution).To(Equal(v1.BatchExecutionUpstream))
+		Expect(b.Status.UpstreamJobs).To(HaveLen(1))
+		Expect(f.fake.BatchStatus(b.Status.UpstreamJobs[0].ID)).To(Equal("cancelled"), "the job was stopped upstream")
+		ran := f.calls.Load()
+		Expect(ran).To(BeNumerically(">", 0))
+		Expect(ran).To(BeNumerically("<", n))
+		Expect(b.Status.RequestCounts).To(Equal(v1.BatchRequestCounts{Total: n, Completed: ran, Failed: n - ran}))
+		errs := resultLines(b, b.Status.ErrorFileID)
+		Expect(errs).To(HaveLen(int(n - ran)))
+		for _, e := range errs {
+			Expect(e.Error.Code).To(Equal("batch_expired"))
+		}
+		got := rows(b, n, int(ran))
+		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
+		h, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(h.Reserved).To(BeZero(), "the job's reservation closed")
+	})
+
+	It("keeps a running upstream job's reservation past the stale-reservation sweep, then bills the job exactly", func() {
+		f := newUpstreamFixture(nil)
+		f.fake.SetBatchLineDelay(100 * time.Millisecond)
+		const n = 10
+		b := f.submit(input(n, func(i int) string { return fmt.Sprint(i) }), 1, 0)
+		var job string
+		Eventually(func(g Gomega) {
+			cur := &v1.Batch{}
+			g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(b), cur)).To(Succeed())
+			g.Expect(cur.Status.UpstreamJobs).To(HaveLen(1))
+			job = cur.Status.UpstreamJobs[0].ID
+		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		Expect(f.fake.BatchStatus(job)).NotTo(Equal("completed"), "the job still runs")
+		held, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held.Reserved).To(BeNumerically(">", 0), "the job's lines are reserved")
+		// Every reservation is older than zero: only a hold spares it.
+		refunded, err := ledger.RefundStale(context.Background(), 0)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(refunded.Quota).To(BeZero())
+		again, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Reserved).To(Equal(held.Reserved), "the sweep left the job's reservation alone")
+
+		b = waitState(b, v1.BatchCompleted)
+		Expect(b.Status.RequestCounts).To(Equal(v1.BatchRequestCounts{Total: n, Completed: n}))
+		got := rows(b, n, n)
+		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
+		after, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after.Reserved).To(BeZero())
 	})
 })

@@ -36,6 +36,9 @@ type progress struct {
 	ErrorFileID  string  `json:"errorFileID,omitempty"`
 	// Written: both result files are stored (either may be absent).
 	Written bool `json:"written,omitempty"`
+	// Expired: a line was not run because the completion window ended
+	// (an upstream job stopped at its end): the batch ends expired.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // part is one pass's results: lines [Start, End) of the file (by index
@@ -161,8 +164,11 @@ func (r *Reconciler) run(ctx context.Context, b *v1.Batch) (ctrl.Result, error) 
 	}
 	p.mirror(st)
 	if p.Next >= st.RequestCounts.Total {
-		if st.State == v1.BatchCancelling {
+		switch {
+		case st.State == v1.BatchCancelling:
 			return ctrl.Result{}, r.finalize(ctx, b, v1.BatchCancelled)
+		case p.Expired:
+			return ctrl.Result{}, r.finalize(ctx, b, v1.BatchExpired)
 		}
 		st.State, st.FinalizingAt = v1.BatchFinalizing, stamp(r.Clock.Now())
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil

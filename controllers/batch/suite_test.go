@@ -96,7 +96,7 @@ func start(withGateway bool) *system {
 	ctx, cancel := context.WithCancel(context.Background())
 	o := wire.SystemOptions{
 		Config: env.Config, Ledger: ledger, SystemNamespace: framework.SystemNamespace,
-		Controllers:  &controllers.Options{SyncPeriod: time.Second, BatchPassBudget: passBudget},
+		Controllers:  &controllers.Options{SyncPeriod: time.Second, BatchPassBudget: passBudget, BatchPollInterval: 100 * time.Millisecond},
 		ManagerBlobs: wire.Options{Blobs: blobs, DataDir: dir},
 		Guard:        env.Guard, UpstreamRootCAs: fakeupstream.RootCAs(), SkipControllerNameValidation: true,
 	}

@@ -454,6 +454,9 @@ func (r *Reconciler) writeJobPart(ctx context.Context, b *v1.Batch, p *progress,
 		if out == nil {
 			return fmt.Errorf("batch job %s: line %d has no answer", j.ID, jl.Number)
 		}
+		if out.Error != nil && out.Error.Code == string(stopExpired) {
+			p.Expired = true
+		}
 		if out.Failed() {
 			pt.Failed++
 		} else {

@@ -89,8 +89,12 @@ type Request struct {
 	// request does, and neither price, estimate nor reservation. Subject
 	// may be nil then (no checks of its own), and Reserver is not used.
 	Unbilled bool
-	Subject  Subject
-	Reserver Reserver
+	// NoRateLimits admits past the per-minute limits: a line of an
+	// upstream batch job, which the upstream queues as its public batch
+	// APIs do, outside the real-time traffic the limits pace.
+	NoRateLimits bool
+	Subject      Subject
+	Reserver     Reserver
 }
 
 // Admission is an admitted request.
@@ -152,12 +156,15 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (Admission, *Error) {
 	if len(ad.Plan) == 0 {
 		return ad, Refuse(NoBackend, fmt.Sprintf("no upstream serves model %q for this key's group", req.Model))
 	}
-	if wait, what := exceeded(a.Limits, p, req.CountsTokens); wait > 0 {
-		metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
-		e := Refuse(RateLimited, what+" rate limit exceeded; retry after the time in the Retry-After header")
-		e.RetryAfter = wait
-		return ad, e
+	if !req.NoRateLimits {
+		if wait, what := exceeded(a.Limits, p, req.CountsTokens); wait > 0 {
+			metrics.ReservationsRefused.WithLabelValues("rate_limit").Inc()
+			e := Refuse(RateLimited, what+" rate limit exceeded; retry after the time in the Retry-After header")
+			e.RetryAfter = wait
+			return ad, e
+		}
 	}
+
 	ad.Accepted = a.Clock.Now()
 	if req.Unbilled {
 		return ad, nil

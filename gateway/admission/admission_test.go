@@ -321,3 +321,23 @@ func TestWrongFamilyNamesTheEndpointsThatServeIt(t *testing.T) {
 		t.Fatalf("refusal = %+v", e)
 	}
 }
+
+// A line of an upstream batch job is queued by the upstream, not sent in
+// real time: the per-minute limits that would refuse it now do not apply,
+// while the rest of admission (price, estimate, reservation) does.
+func TestAdmitNoRateLimitsPassesTheLimits(t *testing.T) {
+	f := newFixture()
+	f.limits.requests[tokenKey], f.limits.requests[tenantKey] = time.Second, time.Second
+	f.limits.tokens[tokenKey], f.limits.tokens[tenantKey] = time.Second, time.Second
+	if _, e := f.admit(); e == nil || e.Reason != RateLimited {
+		t.Fatalf("refusal = %+v; want a rate limit without NoRateLimits", e)
+	}
+	f.req.NoRateLimits = true
+	ad, e := f.admit()
+	if e != nil {
+		t.Fatalf("refused: %+v", e)
+	}
+	if ad.Rule == nil || ad.Estimate != 700 {
+		t.Fatalf("admission = %+v; want priced and estimated", ad)
+	}
+}

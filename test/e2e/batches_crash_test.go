@@ -293,16 +293,21 @@ func failure(o batches.OutputLine) string {
 // reservation of the batch left open, and the key's and the tenant's used
 // quota moved by exactly the rows' sum.
 func (r *crashRig) billedOnce(g Gomega, batchID string, lines int) {
-	rows := modelRows(g, r.dataDir, r.model)
+	// A line's answer is recorded once its row is durable in the usage
+	// spool; the writer inserts it into the ledger moments later.
 	ids := map[string]bool{}
 	var sum int64
-	for i := range lines {
-		id := batches.RequestID(batchID, int64(i+1))
-		ids[id] = true
-		g.Expect(rows[id]).To(Equal([]int64{crashBatchPrice}), "line %d (%s) billed once at the batch price", i, id)
-		sum += rows[id][0]
-	}
-	g.Expect(rows).To(HaveLen(lines+1), "the probe and the lines, nothing else")
+	g.Eventually(func(g Gomega) {
+		rows := modelRows(g, r.dataDir, r.model)
+		sum = 0
+		for i := range lines {
+			id := batches.RequestID(batchID, int64(i+1))
+			ids[id] = true
+			g.Expect(rows[id]).To(Equal([]int64{crashBatchPrice}), "line %d (%s) billed once at the batch price", i, id)
+			sum += rows[id][0]
+		}
+		g.Expect(rows).To(HaveLen(lines+1), "the probe and the lines, nothing else")
+	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
 	g.Expect(sum).To(BeEquivalentTo(lines * crashBatchPrice))
 	g.Eventually(func() []string { return openReservations(g, r.dataDir, ids, batchID) }, 30*time.Second, 250*time.Millisecond).
 		Should(BeEmpty(), "no reservation of the batch left open")

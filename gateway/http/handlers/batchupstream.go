@@ -120,7 +120,7 @@ func (b *BatchLines) PrepareUpstream(ctx context.Context, endpoint string, p *au
 	}
 	ad, refused := t.Admitter.Admit(ctx, admission.Request{
 		Principal: p, RequestID: requestID, Model: req.Model,
-		Family: v1.ModelTypeText, Endpoint: t.p.endpoint, CountsTokens: true,
+		Family: v1.ModelTypeText, Endpoint: t.p.endpoint, NoRateLimits: true,
 		Subject:  textSubject{req: req, bodyLen: int64(len(body)), batch: true},
 		Reserver: unreserved{},
 	})
