@@ -66,11 +66,11 @@ func (b *BatchLines) TargetFor(ctx context.Context, endpoint string, p *auth.Pri
 	if len(plan) == 0 {
 		return BatchTarget{}, false, nil
 	}
+	// A backend that cannot batch now (no batch API, its credential
+	// unreadable) runs the batch through the gateway, whose lines fail
+	// over as any request does.
 	target, _, _, err := t.batchTarget(ctx, model, plan[0])
-	if errors.Is(err, ErrNoUpstreamBatch) {
-		return BatchTarget{}, false, nil
-	}
-	return target, err == nil, err
+	return target, err == nil, nil
 }
 
 // batchTarget resolves a candidate into its batch API: the provider, the
