@@ -83,6 +83,18 @@ var _ = Describe("Batches run end to end", func() {
 
 // submitChatBatch uploads n chat lines of model ("line <i>", custom IDs
 // r0…r<n-1>, each asking for maxTokens) and submits them as a batch.
+// waitBatch waits until the batch id is in status and returns it.
+func waitBatch(g Gomega, ctx context.Context, c openai.Client, id, status string) *openai.Batch {
+	var b *openai.Batch
+	g.Eventually(func(g Gomega) {
+		var err error
+		b, err = c.Batches.Get(ctx, id)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(b.Status)).To(Equal(status))
+	}, framework.LongTimeout, framework.Interval).Should(Succeed())
+	return b
+}
+
 func submitChatBatch(g Gomega, ctx context.Context, c openai.Client, model string, n, maxTokens int) *openai.Batch {
 	var lines strings.Builder
 	for i := range n {

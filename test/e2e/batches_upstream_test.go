@@ -70,12 +70,7 @@ var _ = Describe("Batches executed on the upstream's batch API", func() {
 		c := openaiClient(acct.Key)
 
 		b := submitChatBatch(g, ctx, c, model, n, 256)
-		var err error
-		g.Eventually(func(g Gomega) {
-			b, err = c.Batches.Get(ctx, b.ID)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(b.Status)).To(Equal("completed"))
-		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		b = waitBatch(g, ctx, c, b.ID, "completed")
 		g.Expect(b.RequestCounts.Total).To(Equal(int64(n)))
 		g.Expect(b.RequestCounts.Completed).To(Equal(int64(n - 1)))
 		g.Expect(b.RequestCounts.Failed).To(Equal(int64(1)))
@@ -217,11 +212,7 @@ var _ = Describe("Batches executed on the upstream's batch API", func() {
 		cancelled, err := c.Batches.Cancel(ctx, b.ID)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(string(cancelled.Status)).To(Equal("cancelling"))
-		g.Eventually(func(g Gomega) {
-			b, err = c.Batches.Get(ctx, b.ID)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(b.Status)).To(Equal("cancelled"))
-		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		b = waitBatch(g, ctx, c, b.ID, "cancelled")
 
 		cr := batchCR(g, acct.Namespace, b.ID)
 		g.Expect(cr.Status.UpstreamJobs).To(HaveLen(1))
@@ -263,12 +254,7 @@ var _ = Describe("Batches executed on the upstream's batch API", func() {
 
 		const n = 20
 		b := submitChatBatch(g, ctx, c, model, n, 256)
-		var err error
-		g.Eventually(func(g Gomega) {
-			b, err = c.Batches.Get(ctx, b.ID)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(b.Status)).To(Equal("completed"))
-		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		b = waitBatch(g, ctx, c, b.ID, "completed")
 		g.Expect(b.RequestCounts.Completed).To(Equal(int64(n)))
 
 		cr := batchCR(g, acct.Namespace, b.ID)
@@ -303,12 +289,7 @@ var _ = Describe("Batches executed on the upstream's batch API", func() {
 
 		const n = 6
 		b := submitChatBatch(g, ctx, c, model, n, 256)
-		var err error
-		g.Eventually(func(g Gomega) {
-			b, err = c.Batches.Get(ctx, b.ID)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(b.Status)).To(Equal("completed"))
-		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		b = waitBatch(g, ctx, c, b.ID, "completed")
 		g.Expect(b.RequestCounts.Completed).To(Equal(int64(n)))
 		cr := batchCR(g, acct.Namespace, b.ID)
 		g.Expect(cr.Status.Execution).To(Equal(v1.BatchExecutionGateway))
