@@ -301,4 +301,54 @@ var _ = Describe("Batches executed on the upstream's batch API", func() {
 		ledgerUsed(t, acct, int64(rowsSum(rows)))
 		noOpenReservation(g, acct)
 	})
+
+	It("OpenAI SDK: chat lines on a route to Anthropic run as one message batch, answered as chat completions", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		model := uniqueModel("batch-upstream-translated")
+		fake := startFake(t, "anthropic")
+		fake.Handle(func(r fakeupstream.Request) fakeupstream.Reply {
+			m := linePrompt.FindSubmatch(r.Body)
+			if m == nil {
+				return fakeupstream.Reply{Status: 400, ErrorMessage: "no line in the prompt"}
+			}
+			return fakeupstream.Reply{Text: "Answer to line " + string(m[1]) + ".", Usage: lineUsage}
+		})
+		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "anthropic", fake.URL, fake.Key(), "upstream-"+model))
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+		c := openaiClient(acct.Key)
+
+		const n = 5
+		b := submitChatBatch(g, ctx, c, model, n, 256)
+		b = waitBatch(g, ctx, c, b.ID, "completed")
+		g.Expect(b.RequestCounts.Completed).To(Equal(int64(n)))
+		g.Expect(fake.MessageBatchesCreated()).To(Equal(1), "one upstream message batch")
+		submitted := 0
+		for _, r := range fake.Requests() {
+			if strings.HasSuffix(r.Path, "/v1/messages/batches") && r.Method == "POST" {
+				submitted++
+				g.Expect(string(r.Body)).To(ContainSubstring(`"model":"upstream-`+model+`"`), "the upstream's model in each request")
+				g.Expect(string(r.Body)).To(ContainSubstring(`"max_tokens":256`))
+			}
+		}
+		g.Expect(submitted).To(Equal(1))
+		out := fileLines(g, c, b.OutputFileID)
+		g.Expect(out).To(HaveLen(n))
+		for _, o := range out {
+			var cc openai.ChatCompletion
+			g.Expect(json.Unmarshal(o.Response.Body, &cc)).To(Succeed())
+			g.Expect(cc.Object).To(BeEquivalentTo("chat.completion"), "translated to the client's protocol")
+			g.Expect(cc.Model).To(Equal(model))
+			g.Expect(cc.Choices[0].Message.Content).To(Equal("Answer to line " + strings.TrimPrefix(o.CustomID, "r") + "."))
+			g.Expect(cc.Usage.PromptTokens).To(Equal(lineUsage.InputTokens))
+			g.Expect(cc.Usage.CompletionTokens).To(Equal(lineUsage.OutputTokens))
+		}
+		rows := usageRows(t, acct, n)
+		for _, r := range rows {
+			g.Expect(r.Quota).To(BeEquivalentTo(batchPrice))
+		}
+		ledgerUsed(t, acct, int64(rowsSum(rows)))
+		noOpenReservation(g, acct)
+	})
 })
