@@ -185,17 +185,13 @@ func (r *ApiTokenReconciler) mirrorUsage(ctx context.Context, tok *v1.ApiToken) 
 	if last := tok.Status.UsageSyncedAt; last != nil && now.Sub(last.Time) < period {
 		return mirrored.After(period - now.Sub(last.Time))
 	}
-	b, err := r.Ledger.TokenUsage(ctx, tok.Status.TokenID)
-	if err != nil {
-		return stepFailed(tok, true, ledgerError{err})
-	}
-	leased, err := r.Ledger.TokenLeased(ctx, tok.Status.TokenID)
+	b, h, err := r.Ledger.TokenStanding(ctx, tok.Status.TokenID)
 	if err != nil {
 		return stepFailed(tok, true, ledgerError{err})
 	}
 	// Quota leased to gateway replicas is held, not spent.
 	st := &tok.Status
-	remain, used := int64(b.Remain+leased), int64(b.Used)
+	remain, used := int64(b.Remain+h.Leased), int64(b.Used)
 	var accessed *metav1.Time
 	if b.AccessedTime > 0 {
 		at := metav1.NewTime(time.Unix(b.AccessedTime, 0))
@@ -265,11 +261,7 @@ func (r *ApiTokenReconciler) raiseAlerts(ctx context.Context, tok *v1.ApiToken) 
 // what the ledger counts in it less what leases hold there, which no
 // request has spent.
 func (r *ApiTokenReconciler) usageFigures(ctx context.Context, tok *v1.ApiToken) (budget.Figures, error) {
-	u, err := r.Ledger.TokenUsage(ctx, tok.Status.TokenID)
-	if err != nil {
-		return budget.Figures{}, err
-	}
-	h, err := r.Ledger.TokenHolds(ctx, tok.Status.TokenID)
+	u, h, err := r.Ledger.TokenStanding(ctx, tok.Status.TokenID)
 	if err != nil {
 		return budget.Figures{}, err
 	}

@@ -18,14 +18,12 @@ type Ledger interface {
 	SetTenantUnlimited(ctx context.Context, userID int64, unlimited bool) error
 	SetTenantCreditLimit(ctx context.Context, userID int64, limit billing.Quota) error
 	ApplyGrant(ctx context.Context, userID int64, grantID string, amount billing.Quota) (bool, error)
-	TenantBalance(ctx context.Context, userID int64) (store.Balance, error)
-	TenantGranted(ctx context.Context, userID int64) (billing.Quota, error)
 	EnsureToken(ctx context.Context, spec store.TokenSpec) (int64, error)
 	UpdateTokenLimits(ctx context.Context, tokenID int64, l store.TokenLimits) error
-	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
-	TenantLeased(ctx context.Context, userID int64) (billing.Quota, error)
-	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
-	TokenHolds(ctx context.Context, tokenID int64) (store.TokenHolds, error)
+	// The standings read a balance and what is held out of it in one
+	// statement: the mirrors and the budget alerts compare them.
+	TenantStanding(ctx context.Context, userID int64) (b store.Balance, leased, granted billing.Quota, err error)
+	TokenStanding(ctx context.Context, tokenID int64) (store.TokenBalance, store.TokenHolds, error)
 	DisableToken(ctx context.Context, tokenID int64) (billing.Quota, error)
 	DisableTenantTokens(ctx context.Context, userID int64) (billing.Quota, error)
 }

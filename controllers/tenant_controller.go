@@ -316,11 +316,7 @@ func (r *TenantReconciler) mirrorBalance(ctx context.Context, t *v1.Tenant) reco
 	if last := t.Status.BalanceSyncedAt; last != nil && now.Sub(last.Time) < period {
 		return mirrored.After(period - now.Sub(last.Time))
 	}
-	b, err := r.Ledger.TenantBalance(ctx, t.Status.UserID)
-	if err != nil {
-		return stepFailed(t, true, ledgerError{err})
-	}
-	leased, err := r.Ledger.TenantLeased(ctx, t.Status.UserID)
+	b, leased, _, err := r.Ledger.TenantStanding(ctx, t.Status.UserID)
 	if err != nil {
 		return stepFailed(t, true, ledgerError{err})
 	}
@@ -363,15 +359,7 @@ func (r *TenantReconciler) raiseAlerts(ctx context.Context, t *v1.Tenant) reconc
 // balanceFigures are what the tenant's thresholds measure: its balance as
 // the mirror shows it (leases held, not spent) against its grants.
 func (r *TenantReconciler) balanceFigures(ctx context.Context, userID int64) (budget.Figures, error) {
-	b, err := r.Ledger.TenantBalance(ctx, userID)
-	if err != nil {
-		return budget.Figures{}, err
-	}
-	leased, err := r.Ledger.TenantLeased(ctx, userID)
-	if err != nil {
-		return budget.Figures{}, err
-	}
-	granted, err := r.Ledger.TenantGranted(ctx, userID)
+	b, leased, granted, err := r.Ledger.TenantStanding(ctx, userID)
 	if err != nil {
 		return budget.Figures{}, err
 	}

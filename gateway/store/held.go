@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/modelgate/modelgate/gateway/billing"
@@ -46,22 +48,58 @@ type TokenHolds struct {
 // TokenHolds reads what the token's leases and open reservations hold, as of
 // the ledger's clock.
 func (s *Store) TokenHolds(ctx context.Context, tokenID int64) (TokenHolds, error) {
+	_, h, err := s.TokenStanding(ctx, tokenID)
+	return h, err
+}
+
+// TokenStanding reads the token's balance and what its leases and open
+// reservations hold in one statement, so that the figures agree: read one
+// after another, a request settling between the reads would be counted
+// neither as held nor as used, and a budget alert would measure a total
+// short by its reservation.
+func (s *Store) TokenStanding(ctx context.Context, tokenID int64) (TokenBalance, TokenHolds, error) {
 	now := s.clock.Now()
+	var t tokenRow
 	var leased, day, month, reserved int64
 	err := s.rdb.QueryRowContext(ctx, s.q(`
-		SELECT COALESCE(SUM(CASE WHEN debit_token THEN remaining ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN daily_start = ? THEN remaining ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN monthly_start = ? THEN remaining ELSE 0 END), 0)
-		FROM leases WHERE token_id = ?`), dayStart(now), monthStart(now), tokenID).Scan(&leased, &day, &month)
-	if err != nil {
-		return TokenHolds{}, fmt.Errorf("leases of token %d: %w", tokenID, err)
+		SELECT `+tokenCols+`, l.leased, l.day_leased, l.month_leased, r.reserved
+		FROM tokens,
+			(SELECT COALESCE(SUM(CASE WHEN debit_token THEN remaining ELSE 0 END), 0) AS leased,
+				COALESCE(SUM(CASE WHEN daily_start = ? THEN remaining ELSE 0 END), 0) AS day_leased,
+				COALESCE(SUM(CASE WHEN monthly_start = ? THEN remaining ELSE 0 END), 0) AS month_leased
+			FROM leases WHERE token_id = ?) l,
+			(SELECT COALESCE(SUM(amount), 0) AS reserved FROM reservations
+			WHERE state = ? AND token_id = ? AND debit_token) r
+		WHERE token_id = ?`), dayStart(now), monthStart(now), tokenID, stateReserved, tokenID, tokenID).
+		Scan(append(t.dest(), &leased, &day, &month, &reserved)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return TokenBalance{}, TokenHolds{}, fmt.Errorf("token %d: %w", tokenID, ErrNotFound)
 	}
-	err = s.rdb.QueryRowContext(ctx, s.q(`
-		SELECT COALESCE(SUM(amount), 0) FROM reservations
-		WHERE state = ? AND token_id = ? AND debit_token`), stateReserved, tokenID).Scan(&reserved)
 	if err != nil {
-		return TokenHolds{}, fmt.Errorf("open reservations of token %d: %w", tokenID, err)
+		return TokenBalance{}, TokenHolds{}, fmt.Errorf("token %d standing: %w", tokenID, err)
 	}
-	return TokenHolds{Leased: billing.Quota(leased), Reserved: billing.Quota(reserved),
+	t.roll(now)
+	return t.balance(), TokenHolds{Leased: billing.Quota(leased), Reserved: billing.Quota(reserved),
 		DayLeased: billing.Quota(day), MonthLeased: billing.Quota(month)}, nil
+}
+
+// TenantStanding reads the tenant's balance, what its leases hold and the
+// sum of its grants in one statement, so that the figures agree (see
+// TokenStanding).
+func (s *Store) TenantStanding(ctx context.Context, userID int64) (b Balance, leased, granted billing.Quota, err error) {
+	var remain, used, credit, held, sum int64
+	err = s.rdb.QueryRowContext(ctx, s.q(`
+		SELECT remain_quota, used_quota, unlimited, credit_limit,
+			(SELECT COALESCE(SUM(remaining), 0) FROM leases WHERE user_id = ? AND debit_tenant),
+			(SELECT COALESCE(SUM(amount), 0) FROM grants WHERE user_id = ?)
+		FROM tenants WHERE user_id = ?`), userID, userID, userID).
+		Scan(&remain, &used, &b.Unlimited, &credit, &held, &sum)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, 0, 0, fmt.Errorf("tenant %d: %w", userID, ErrNotFound)
+	}
+	if err != nil {
+		return b, 0, 0, fmt.Errorf("tenant %d standing: %w", userID, err)
+	}
+	b.Remain, b.Used, b.CreditLimit = billing.Quota(remain), billing.Quota(used), billing.Quota(credit)
+	return b, billing.Quota(held), billing.Quota(sum), nil
 }

@@ -91,3 +91,60 @@ func TestTokenHoldsAndGrantsMeasureWhatAlertsNeed(t *testing.T) {
 		g.Expect(holds.MonthLeased).To(Equal(leased))
 	})
 }
+
+// TestStandingsReadBalanceAndHoldsTogether: the one-statement standings give
+// the figures the separate reads give, an unknown account is ErrNotFound,
+// and a settle moves quota between the figures without changing their sum.
+func TestStandingsReadBalanceAndHoldsTogether(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		s := openStore(t, dsn)
+		ctx := context.Background()
+		a := newAccount(t, s, 1_000_000, 400_000, TokenLimits{DailyLimit: 300_000})
+		_, err := s.ApplyGrant(ctx, a.userID, "bonus", 500)
+		g.Expect(err).NotTo(HaveOccurred())
+		l := s.NewLeaser(LeaseConfig{ReplicaID: "r1", Chunk: 100_000})
+		h, err := l.Reserve(ctx, "req-leased", a.tokenID, a.userID, 1000)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.Reserve(ctx, "req-direct", a.tokenID, a.userID, 2000)).To(Succeed())
+
+		tb, holds, err := s.TokenStanding(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tb).To(Equal(tokenBalance(t, s, a.tokenID)))
+		leased, err := s.TokenLeased(ctx, a.tokenID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(holds.Leased).To(Equal(leased))
+		g.Expect(holds.Reserved).To(Equal(billing.Quota(2000)))
+
+		b, tenantLeased, granted, err := s.TenantStanding(ctx, a.userID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b).To(Equal(tenantBalance(t, s, a.userID)))
+		wantLeased, err := s.TenantLeased(ctx, a.userID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tenantLeased).To(Equal(wantLeased))
+		g.Expect(tenantLeased).To(BeNumerically(">", 0))
+		wantGranted, err := s.TenantGranted(ctx, a.userID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(granted).To(Equal(wantGranted))
+
+		// The key's quota is the sum of its figures before and after the
+		// open reservation settles for less than it held.
+		total := func() billing.Quota {
+			tb, holds, err := s.TokenStanding(ctx, a.tokenID)
+			g.Expect(err).NotTo(HaveOccurred())
+			return tb.Remain + tb.Used + holds.Leased + holds.Reserved
+		}
+		g.Expect(total()).To(Equal(billing.Quota(400_000)))
+		g.Expect(s.Settle(ctx, "req-direct", 1500)).To(Succeed())
+		g.Expect(total()).To(Equal(billing.Quota(400_000)))
+		_, err = l.Settle(ctx, h, 0)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.Close(ctx)).To(Succeed())
+		g.Expect(total()).To(Equal(billing.Quota(400_000)))
+
+		_, _, err = s.TokenStanding(ctx, a.tokenID+1000)
+		g.Expect(err).To(MatchError(ErrNotFound))
+		_, _, _, err = s.TenantStanding(ctx, a.userID+1000)
+		g.Expect(err).To(MatchError(ErrNotFound))
+	})
+}

@@ -119,13 +119,17 @@ func (s *Store) TokenUsage(ctx context.Context, tokenID int64) (TokenBalance, er
 		return TokenBalance{}, fmt.Errorf("token %d usage: %w", tokenID, err)
 	}
 	t.roll(s.clock.Now())
+	return t.balance(), nil
+}
+
+func (t *tokenRow) balance() TokenBalance {
 	return TokenBalance{
 		Balance:      Balance{Remain: billing.Quota(t.remain), Used: billing.Quota(t.used), Unlimited: t.unlimited},
 		UserID:       t.userID,
 		DailyUsed:    billing.Quota(t.dailyUsed),
 		MonthlyUsed:  billing.Quota(t.monthlyUsed),
 		AccessedTime: t.accessed,
-	}, nil
+	}
 }
 
 const tokenCols = `user_id, remain_quota, used_quota, unlimited, daily_limit, daily_used, daily_start, monthly_limit, monthly_used, monthly_start, accessed_time, disabled`

@@ -56,10 +56,10 @@ type Accounts interface {
 
 // Ledger is the part of the ledger the pages read; *store.Store implements it.
 type Ledger interface {
-	TenantBalance(ctx context.Context, userID int64) (store.Balance, error)
-	TenantLeased(ctx context.Context, userID int64) (billing.Quota, error)
-	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
-	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
+	// TenantStanding and TokenStanding read a balance and what leases hold
+	// of it in one statement, so the page's figures agree.
+	TenantStanding(ctx context.Context, userID int64) (b store.Balance, leased, granted billing.Quota, err error)
+	TokenStanding(ctx context.Context, tokenID int64) (store.TokenBalance, store.TokenHolds, error)
 	ListUsage(ctx context.Context, uq store.UsageQuery) (store.Page[store.UsageRecord], error)
 	UsageSeries(ctx context.Context, q store.SeriesQuery) ([]store.SeriesPoint, error)
 	// PlatformSeries and PlatformTotals are every tenant's usage together

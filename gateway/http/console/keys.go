@@ -179,11 +179,7 @@ func (f KeyForm) Request() (tokenspec.Request, string) {
 // the Overview's "available"). It has no period caps, expiry or model list
 // of its own to pass on.
 func (c *Console) bounds(ctx context.Context, t *v1.Tenant) (tokenspec.Bounds, error) {
-	b, err := c.d.Ledger.TenantBalance(ctx, t.Status.UserID)
-	if err != nil {
-		return tokenspec.Bounds{}, err
-	}
-	leased, err := c.d.Ledger.TenantLeased(ctx, t.Status.UserID)
+	b, leased, _, err := c.d.Ledger.TenantStanding(ctx, t.Status.UserID)
 	if err != nil {
 		return tokenspec.Bounds{}, err
 	}

@@ -43,12 +43,7 @@ type overviewData struct {
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, t *v1.Tenant) {
 	ctx, userID := r.Context(), t.Status.UserID
-	b, err := c.d.Ledger.TenantBalance(ctx, userID)
-	if err != nil {
-		c.fail(w, r, "overview", t, err, "The balance cannot be read right now.")
-		return
-	}
-	leased, err := c.d.Ledger.TenantLeased(ctx, userID)
+	b, leased, _, err := c.d.Ledger.TenantStanding(ctx, userID)
 	if err != nil {
 		c.fail(w, r, "overview", t, err, "The balance cannot be read right now.")
 		return
@@ -175,12 +170,9 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, t *v1.Tenant,
 		}
 		row.Status = keyStatus(k, now)
 		if row.ID != 0 {
-			if b, err := c.d.Ledger.TokenUsage(ctx, row.ID); err == nil {
-				leased, lerr := c.d.Ledger.TokenLeased(ctx, row.ID)
-				if lerr == nil && b.UserID == t.Status.UserID {
-					row.Balance, row.Remain, row.Used = true, b.Remain+leased, b.Used
-					row.DailyUsed, row.MonthlyUsed = b.DailyUsed, b.MonthlyUsed
-				}
+			if b, holds, err := c.d.Ledger.TokenStanding(ctx, row.ID); err == nil && b.UserID == t.Status.UserID {
+				row.Balance, row.Remain, row.Used = true, b.Remain+holds.Leased, b.Used
+				row.DailyUsed, row.MonthlyUsed = b.DailyUsed, b.MonthlyUsed
 			}
 		}
 		if !row.Balance { // the mirrored figures, until the ledger answers

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -12,12 +13,13 @@ import (
 	"github.com/modelgate/modelgate/gateway/apierr"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
+	"github.com/modelgate/modelgate/gateway/store"
 )
 
 // Balance messages, as the contract gives them.
 const (
-	msgNoUserQuota   = "Failed to get user quota"
-	msgNoUsedQuota   = "Failed to get used quota"
+	msgNoUserQuota   = "Failed to get user quota" // the tenant has no ledger account
+	msgNoUsedQuota   = "Failed to get used quota" // the ledger could not be read
 	msgNoTokenQuota  = "Failed to get token quota"
 	unlimitedBalance = "-1"
 )
@@ -55,16 +57,14 @@ func (u BalanceUnit) amount(q billing.Quota) json.Number {
 // User serves GET /v1/user/balance and GET /user/balance: the account-wide
 // balance of the key's tenant, independent of the key.
 func (h *Balance) User(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	b, err := h.Ledger.TenantBalance(r.Context(), p.UserID)
+	b, leased, _, err := h.Ledger.TenantStanding(r.Context(), p.UserID)
 	if err != nil {
 		log.FromContext(r.Context()).Error(err, "tenant balance", "userID", p.UserID)
-		apierr.Simple(w, http.StatusOK, msgNoUserQuota)
-		return
-	}
-	leased, err := h.Ledger.TenantLeased(r.Context(), p.UserID)
-	if err != nil {
-		log.FromContext(r.Context()).Error(err, "tenant leases", "userID", p.UserID)
-		apierr.Simple(w, http.StatusOK, msgNoUsedQuota)
+		msg := msgNoUsedQuota
+		if errors.Is(err, store.ErrNotFound) {
+			msg = msgNoUserQuota
+		}
+		apierr.Simple(w, http.StatusOK, msg)
 		return
 	}
 	b.Remain += leased // held by a gateway replica, not spent
@@ -87,20 +87,14 @@ func (h *Balance) User(w http.ResponseWriter, r *http.Request, p *auth.Principal
 // Token serves GET /v1/balance: the balance of the calling key alone. The
 // contract names it without a shape; it answers in the user balance's style.
 func (h *Balance) Token(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	b, err := h.Ledger.TokenUsage(r.Context(), p.TokenID)
+	b, holds, err := h.Ledger.TokenStanding(r.Context(), p.TokenID)
 	if err != nil {
 		log.FromContext(r.Context()).Error(err, "token balance", "tokenID", p.TokenID)
 		apierr.Simple(w, http.StatusOK, msgNoTokenQuota)
 		return
 	}
-	leased, err := h.Ledger.TokenLeased(r.Context(), p.TokenID)
-	if err != nil {
-		log.FromContext(r.Context()).Error(err, "token leases", "tokenID", p.TokenID)
-		apierr.Simple(w, http.StatusOK, msgNoTokenQuota)
-		return
-	}
 	unlimited := p.Token.Spec.UnlimitedQuota
-	remain := b.Remain + leased
+	remain := b.Remain + holds.Leased
 	body := map[string]any{
 		"success":         true,
 		"token_id":        p.TokenID,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -25,17 +26,11 @@ type fakeBalances struct {
 	failTokenUsed error
 }
 
-func (f *fakeBalances) TenantBalance(context.Context, int64) (store.Balance, error) {
-	return f.tenant, f.failTenant
+func (f *fakeBalances) TenantStanding(context.Context, int64) (store.Balance, billing.Quota, billing.Quota, error) {
+	return f.tenant, f.leased, 0, f.failTenant
 }
-func (f *fakeBalances) TenantLeased(context.Context, int64) (billing.Quota, error) {
-	return f.leased, nil
-}
-func (f *fakeBalances) TokenUsage(context.Context, int64) (store.TokenBalance, error) {
-	return f.token, f.failTokenUsed
-}
-func (f *fakeBalances) TokenLeased(context.Context, int64) (billing.Quota, error) {
-	return f.leased, nil
+func (f *fakeBalances) TokenStanding(context.Context, int64) (store.TokenBalance, store.TokenHolds, error) {
+	return f.token, store.TokenHolds{Leased: f.leased}, f.failTokenUsed
 }
 
 // balanceOver mounts the balance endpoints over a fake ledger behind the
@@ -81,7 +76,12 @@ func TestBalanceFailuresUseTheContractsShape(t *testing.T) {
 
 	status, body := getJSON(g, h, "/v1/user/balance", "sk-good")
 	g.Expect(status).To(Equal(http.StatusOK), "the contract answers 200 with success false")
-	g.Expect(body).To(Equal(map[string]any{"success": false, "message": msgNoUserQuota}))
+	g.Expect(body).To(Equal(map[string]any{"success": false, "message": msgNoUsedQuota}), "a query error")
+
+	f.failTenant = fmt.Errorf("tenant 1: %w", store.ErrNotFound)
+	status, body = getJSON(g, h, "/v1/user/balance", "sk-good")
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(body).To(Equal(map[string]any{"success": false, "message": msgNoUserQuota}), "no such user")
 
 	status, body = getJSON(g, h, "/v1/balance", "sk-good")
 	g.Expect(status).To(Equal(http.StatusOK))

@@ -18,12 +18,12 @@ import (
 // group; the gateway passes its *store.Store, unit tests a fake of the
 // part they exercise.
 
-// Balances answers the balance endpoints.
+// Balances answers the balance endpoints. A balance and what leases hold of
+// it come from one statement, so that a lease taken between two reads is
+// neither counted twice nor missed.
 type Balances interface {
-	TenantBalance(ctx context.Context, userID int64) (store.Balance, error)
-	TenantLeased(ctx context.Context, userID int64) (billing.Quota, error)
-	TokenUsage(ctx context.Context, tokenID int64) (store.TokenBalance, error)
-	TokenLeased(ctx context.Context, tokenID int64) (billing.Quota, error)
+	TenantStanding(ctx context.Context, userID int64) (b store.Balance, leased, granted billing.Quota, err error)
+	TokenStanding(ctx context.Context, tokenID int64) (store.TokenBalance, store.TokenHolds, error)
 }
 
 // UsageLedger answers the usage query endpoints.

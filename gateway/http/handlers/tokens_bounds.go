@@ -57,13 +57,9 @@ func (h *Tokens) grant(ctx context.Context, p *auth.Principal, plan *tokenPlan) 
 // tokenRemain is the calling key's spendable quota: its ledger remainder
 // plus what its leases hold, as GET /v1/balance reports it.
 func (h *Tokens) tokenRemain(ctx context.Context, p *auth.Principal) (billing.Quota, error) {
-	b, err := h.Ledger.TokenUsage(ctx, p.TokenID)
+	b, holds, err := h.Ledger.TokenStanding(ctx, p.TokenID)
 	if err != nil {
 		return 0, err
 	}
-	leased, err := h.Ledger.TokenLeased(ctx, p.TokenID)
-	if err != nil {
-		return 0, err
-	}
-	return b.Remain + leased, nil
+	return b.Remain + holds.Leased, nil
 }
