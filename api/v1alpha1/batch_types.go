@@ -68,6 +68,13 @@ type BatchSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
 	Metadata map[string]string `json:"metadata,omitempty"`
+
+	// outputExpiresAfter is how long after their creation the output and
+	// error files are kept (OpenAI's output_expires_after, 1h to 720h);
+	// unset, the file store's default (30 days).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h') && duration(self) <= duration('720h')",message="outputExpiresAfter must be between 1h and 720h"
+	OutputExpiresAfter *metav1.Duration `json:"outputExpiresAfter,omitempty"`
 }
 
 // BatchState is the public batch status.

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -160,6 +161,17 @@ func waitState(b *v1.Batch, state v1.BatchState) *v1.Batch {
 		g.Expect(got.Status.State).To(Equal(state))
 	}, framework.LongTimeout, framework.Interval).Should(Succeed())
 	return got
+}
+
+// waitJob waits until b's first upstream job is submitted and returns b and
+// the job's ID.
+func waitJob(b *v1.Batch) (*v1.Batch, string) {
+	cur := &v1.Batch{}
+	Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(b), cur)).To(Succeed())
+		g.Expect(cur.Status.UpstreamJobs).To(HaveLen(1))
+	}, framework.LongTimeout, framework.Interval).Should(Succeed())
+	return cur, cur.Status.UpstreamJobs[0].ID
 }
 
 // resultLines reads a result file's lines (none without a file).
@@ -477,6 +489,41 @@ var _ = Describe("Batch controller", func() {
 		h, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(h.Reserved).To(BeZero(), "the job's reservation closed")
+		Eventually(func(g Gomega) {
+			cur := &v1.Batch{}
+			g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(b), cur)).To(Succeed())
+			g.Expect(cur.Finalizers).NotTo(ContainElement(batch.Finalizer), "an ended batch is not held")
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("deletes a batch whose upstream job runs only after stopping the job upstream and billing the lines it ran", func() {
+		f := newUpstreamFixture(nil)
+		f.fake.SetBatchLineDelay(200 * time.Millisecond)
+		const n = 40
+		b := f.submit(input(n, func(i int) string { return fmt.Sprint(i) }), 1, 0)
+		cur, job := waitJob(b)
+		Expect(cur.Finalizers).To(ContainElement(batch.Finalizer), "held while a job may run upstream")
+		Eventually(f.calls.Load, framework.LongTimeout, framework.Interval).Should(BeNumerically(">=", 3), "the job runs upstream")
+		Expect(env.Client.Delete(context.Background(), b)).To(Succeed())
+		Eventually(func() bool {
+			err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(b), &v1.Batch{})
+			return apierrors.IsNotFound(err)
+		}, framework.LongTimeout, framework.Interval).Should(BeTrue(), "the batch goes once its job is stopped")
+		Expect(f.fake.BatchStatus(job)).To(Equal("cancelled"), "the job was stopped upstream")
+		ran := f.calls.Load()
+		Expect(ran).To(BeNumerically(">", 0))
+		Expect(ran).To(BeNumerically("<", n), "the cancel stopped the lines not yet run")
+		got := rows(b, n, int(ran))
+		for _, q := range got {
+			Expect(q).To(Equal(linePrice))
+		}
+		Eventually(func() (billing.Quota, error) {
+			used, err := ledger.TokenUsage(context.Background(), f.acct.Token.Status.TokenID)
+			return used.Used, err
+		}, framework.Timeout).Should(Equal(sum(got)), "the key pays what the upstream ran, once")
+		h, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(h.Reserved).To(BeZero(), "the job's reservation closed")
 	})
 
 	It("keeps a running upstream job's reservation past the stale-reservation sweep, then bills the job exactly", func() {
@@ -484,13 +531,7 @@ var _ = Describe("Batch controller", func() {
 		f.fake.SetBatchLineDelay(100 * time.Millisecond)
 		const n = 10
 		b := f.submit(input(n, func(i int) string { return fmt.Sprint(i) }), 1, 0)
-		var job string
-		Eventually(func(g Gomega) {
-			cur := &v1.Batch{}
-			g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(b), cur)).To(Succeed())
-			g.Expect(cur.Status.UpstreamJobs).To(HaveLen(1))
-			job = cur.Status.UpstreamJobs[0].ID
-		}, framework.LongTimeout, framework.Interval).Should(Succeed())
+		_, job := waitJob(b)
 		Expect(f.fake.BatchStatus(job)).NotTo(Equal("completed"), "the job still runs")
 		held, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
 		Expect(err).NotTo(HaveOccurred())

@@ -97,8 +97,9 @@ type LineResult struct {
 type Files interface {
 	// Open reads the user's file fileID.
 	Open(ctx context.Context, userID int64, fileID string) (io.ReadCloser, error)
-	// WriteResult stores a result file for the user and returns its ID.
-	WriteResult(ctx context.Context, userID int64, name string, r io.Reader) (string, error)
+	// WriteResult stores a result file for the user and returns its ID;
+	// expiresAfter, when positive, is how long it is kept.
+	WriteResult(ctx context.Context, userID int64, name string, expiresAfter time.Duration, r io.Reader) (string, error)
 }
 
 // ErrFileNotFound is Files.Open's answer for a file that does not exist.
@@ -142,8 +143,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if b.Status.State.Terminal() || !b.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if !b.DeletionTimestamp.IsZero() {
+		return r.release(ctx, b)
+	}
+	if b.Status.State.Terminal() {
+		return ctrl.Result{}, r.dropFinalizer(ctx, b)
 	}
 	orig := b.DeepCopy()
 	res, err := r.step(ctx, b)
@@ -247,7 +251,7 @@ func (r *Reconciler) parse(ctx context.Context, b *v1.Batch, each func(batches.L
 		return 0, err
 	}
 	defer func() { _ = rc.Close() }()
-	return batches.ParseInput(rc, b.Spec.Endpoint, each)
+	return batches.ParseInput(rc, b.Spec.Endpoint, batches.MaxLinesOf(b.Spec.API), each)
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, orig, b *v1.Batch) error {

@@ -422,7 +422,11 @@ func (r *Reconciler) writeFiles(ctx context.Context, b *v1.Batch, p *progress) e
 		if *id != "" || data.Len() == 0 {
 			return nil
 		}
-		fid, err := r.Files.WriteResult(ctx, b.Spec.UserID, b.Spec.BatchID+"_"+kind+".jsonl", data)
+		var keep time.Duration
+		if b.Spec.OutputExpiresAfter != nil {
+			keep = b.Spec.OutputExpiresAfter.Duration
+		}
+		fid, err := r.Files.WriteResult(ctx, b.Spec.UserID, b.Spec.BatchID+"_"+kind+".jsonl", keep, data)
 		if err != nil {
 			return fmt.Errorf("write the %s file: %w", kind, err)
 		}

@@ -148,6 +148,11 @@ func (r *Reconciler) runUpstream(ctx context.Context, b *v1.Batch, p *progress) 
 	if r.stopping(ctx, b) != "" {
 		return res, false, 0, nil
 	}
+	// Before a job can exist upstream, so that deleting the batch stops it
+	// (docs/batches.md, "Deletion").
+	if err := r.holdFinalizer(ctx, b); err != nil {
+		return res, true, 0, err
+	}
 	j, err = r.buildJob(ctx, b, p.Next)
 	switch {
 	case err != nil:

@@ -17,7 +17,7 @@ func line(id, url, body string) string {
 
 func parse(in string) ([]Line, int64, error) {
 	var got []Line
-	n, err := ParseInput(strings.NewReader(in), chat, func(l Line) error { got = append(got, l); return nil })
+	n, err := ParseInput(strings.NewReader(in), chat, MaxLines, func(l Line) error { got = append(got, l); return nil })
 	return got, n, err
 }
 
@@ -61,14 +61,28 @@ func TestParseInputRefuses(t *testing.T) {
 	}
 }
 
+// TestParseInputTooManyLines: an OpenAI batch holds 50 000 requests, an
+// Anthropic message batch 100 000, as their APIs allow.
 func TestParseInputTooManyLines(t *testing.T) {
-	var b strings.Builder
-	for i := range MaxLines + 1 {
-		b.WriteString(line("id"+strconv.Itoa(i), chat, `{}`))
+	for _, api := range []string{"openai", "anthropic"} {
+		t.Run(api, func(t *testing.T) {
+			g := NewWithT(t)
+			limit := MaxLinesOf(api)
+			var b strings.Builder
+			for i := range limit {
+				b.WriteString(line("id"+strconv.FormatInt(i, 10), chat, `{}`))
+			}
+			n, err := ParseInput(strings.NewReader(b.String()), chat, limit, func(Line) error { return nil })
+			g.Expect(err).NotTo(HaveOccurred(), "exactly the limit")
+			g.Expect(n).To(Equal(limit))
+			b.WriteString(line("one-more", chat, `{}`))
+			_, err = ParseInput(strings.NewReader(b.String()), chat, limit, func(Line) error { return nil })
+			var ie *InputError
+			g.Expect(errors.As(err, &ie) && ie.Code == "too_many_requests").To(BeTrue(), "got %v", err)
+			g.Expect(ie.Line).To(Equal(limit + 1))
+		})
 	}
-	_, _, err := parse(b.String())
-	var ie *InputError
-	NewWithT(t).Expect(errors.As(err, &ie) && ie.Code == "too_many_requests").To(BeTrue(), "got %v", err)
+	NewWithT(t).Expect(MaxLinesOf("anthropic")).To(BeNumerically(">", MaxLinesOf("openai")))
 }
 
 func TestRequestIDIsStablePerLine(t *testing.T) {

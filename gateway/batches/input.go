@@ -12,10 +12,13 @@ import (
 	"strconv"
 )
 
-// Limits of an input file, as OpenAI's Batches API sets them.
+// Limits of an input file, as the public batch APIs set them.
 const (
-	// MaxLines is the most requests one batch holds.
+	// MaxLines is the most requests one OpenAI batch holds.
 	MaxLines = 50000
+	// MaxMessageBatchLines is the most requests one Anthropic message
+	// batch holds.
+	MaxMessageBatchLines = 100000
 	// MaxLineBytes bounds one line; OpenAI bounds the file (200 MB), this
 	// bounds the memory one line takes while it is read.
 	MaxLineBytes = 8 << 20
@@ -55,12 +58,13 @@ type inputLine struct {
 	Body     json.RawMessage `json:"body"`
 }
 
-// ParseInput reads a JSONL input file whose every line must be a POST to
-// endpoint and calls each with the line in order. The first invalid line
+// ParseInput reads a JSONL input file of at most maxLines requests whose
+// every line must be a POST to endpoint and calls each with the line in
+// order. The first invalid line
 // stops the read with an *InputError: OpenAI fails the whole batch in
 // validation, before any line runs, so nothing is billed for a bad file.
 // Blank lines are skipped. A read error of r is returned as it is.
-func ParseInput(r io.Reader, endpoint string, each func(Line) error) (int64, error) {
+func ParseInput(r io.Reader, endpoint string, maxLines int64, each func(Line) error) (int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	seen := make(map[string]struct{})
 	var n, count int64
@@ -82,8 +86,8 @@ func ParseInput(r io.Reader, endpoint string, each func(Line) error) (int64, err
 				return count, perr
 			}
 			count++
-			if count > MaxLines {
-				return count, &InputError{Code: "too_many_requests", Line: n, Message: fmt.Sprintf("a batch holds at most %d requests", MaxLines)}
+			if count > maxLines {
+				return count, &InputError{Code: "too_many_requests", Line: n, Message: fmt.Sprintf("a batch holds at most %d requests", maxLines)}
 			}
 			if err := each(l); err != nil {
 				return count, err
@@ -97,6 +101,15 @@ func ParseInput(r io.Reader, endpoint string, each func(Line) error) (int64, err
 		return 0, &InputError{Code: "empty_file", Message: "the input file holds no request"}
 	}
 	return count, nil
+}
+
+// MaxLinesOf is the most requests a batch submitted on api holds
+// (v1.BatchSpec.API: "anthropic" or "openai").
+func MaxLinesOf(api string) int64 {
+	if api == "anthropic" {
+		return MaxMessageBatchLines
+	}
+	return MaxLines
 }
 
 var errLineTooLong = errors.New("line too long")

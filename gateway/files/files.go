@@ -81,6 +81,7 @@ type Ledger interface {
 	GetFile(ctx context.Context, userID int64, id string) (store.File, error)
 	ListFiles(ctx context.Context, userID int64, f store.FileFilter) ([]store.File, error)
 	DeleteFile(ctx context.Context, userID int64, id string) error
+	SetFileExpiry(ctx context.Context, userID int64, id string, expiresAt time.Time) error
 	ListExpiredFiles(ctx context.Context, now time.Time, limit int) ([]store.File, error)
 }
 
@@ -152,12 +153,13 @@ func (s *Store) Create(ctx context.Context, u Upload, r io.Reader) (File, error)
 
 // WriteResult stores r as a file of the tenant userID with purpose (such as
 // batch_output) and filename name: the batch controller's output and error
-// files. It is subject to the same size limit and expiry as an upload.
-func (s *Store) WriteResult(ctx context.Context, userID int64, purpose, name string, r io.Reader) (File, error) {
+// files. It is subject to the same size limit and expiry as an upload;
+// expiresAfter, when positive, replaces the store's TTL.
+func (s *Store) WriteResult(ctx context.Context, userID int64, purpose, name string, expiresAfter time.Duration, r io.Reader) (File, error) {
 	if purpose == "" {
 		return File{}, fmt.Errorf("%w: a purpose is required", ErrInvalid)
 	}
-	f, err := s.write(ctx, Upload{UserID: userID, Purpose: purpose, Filename: name}, r)
+	f, err := s.write(ctx, Upload{UserID: userID, Purpose: purpose, Filename: name, ExpiresAfter: expiresAfter}, r)
 	if err != nil {
 		return File{}, err
 	}
@@ -210,6 +212,17 @@ func (s *Store) record(ctx context.Context, f File) (File, error) {
 		_ = s.blobs.Delete(context.WithoutCancel(ctx), f.blobKey)
 		return File{}, err
 	}
+	return f, nil
+}
+
+// ExpireAfter makes f expire after its creation (OpenAI's expires_after,
+// anchor created_at, given after the file in the upload) and returns it so.
+func (s *Store) ExpireAfter(ctx context.Context, f File, after time.Duration) (File, error) {
+	at := f.CreatedAt.Add(after)
+	if err := s.ledger.SetFileExpiry(ctx, f.UserID, f.ID, at); err != nil {
+		return File{}, err
+	}
+	f.ExpiresAt = at
 	return f, nil
 }
 

@@ -153,7 +153,7 @@ func TestListPagesNewestFirstByPurpose(t *testing.T) {
 		if i%2 == 0 {
 			f, err = fx.files.Create(ctx, Upload{UserID: 1, Purpose: PurposeBatch, Filename: "in.jsonl"}, strings.NewReader(line))
 		} else {
-			f, err = fx.files.WriteResult(ctx, 1, PurposeBatchOutput, "out.jsonl", strings.NewReader(line))
+			f, err = fx.files.WriteResult(ctx, 1, PurposeBatchOutput, "out.jsonl", 0, strings.NewReader(line))
 		}
 		g.Expect(err).NotTo(HaveOccurred())
 		ids = append(ids, f.ID)
@@ -197,7 +197,7 @@ func TestWriteResultAndSweep(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	fx := newFixture(t, 0)
-	out, err := fx.files.WriteResult(ctx, 3, PurposeBatchOutput, "batch_x_output.jsonl", strings.NewReader(""))
+	out, err := fx.files.WriteResult(ctx, 3, PurposeBatchOutput, "batch_x_output.jsonl", 0, strings.NewReader(""))
 	g.Expect(err).NotTo(HaveOccurred(), "an empty result file is a valid result")
 	g.Expect(out.Purpose).To(Equal(PurposeBatchOutput))
 	g.Expect(out.TokenID).To(BeZero())

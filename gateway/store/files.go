@@ -133,6 +133,19 @@ func (s *Store) ListExpiredFiles(ctx context.Context, now time.Time, limit int) 
 	return collectFiles(rows)
 }
 
+// SetFileExpiry moves the tenant's file's expiry to expiresAt; a file that
+// is not there (or another tenant's) is ErrNotFound.
+func (s *Store) SetFileExpiry(ctx context.Context, userID int64, id string, expiresAt time.Time) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE files SET expires_at = ? WHERE id = ? AND user_id = ?`), expiresAt.Unix(), id, userID)
+	if err != nil {
+		return fmt.Errorf("set expiry of file %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("file %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
 // DeleteFile removes the record of the tenant's file; a file that is not
 // there (gone already, or another tenant's) is ErrNotFound.
 func (s *Store) DeleteFile(ctx context.Context, userID int64, id string) error {

@@ -55,3 +55,26 @@ func TestFileRecordsPageWithinOneSecondAndAreTenantScoped(t *testing.T) {
 		g.Expect(s.DeleteFile(ctx, 1, "file-a")).To(MatchError(ErrNotFound))
 	})
 }
+
+// TestFileExpiryMoves: a file's expiry can be set after its record (an
+// upload's expires_after that came after the file), only by its tenant, and
+// the sweep sees the new one.
+func TestFileExpiryMoves(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		g := NewWithT(t)
+		ctx := context.Background()
+		s := openStore(t, dsn)
+		t0 := time.Unix(1_800_000_000, 0)
+		g.Expect(s.CreateFile(ctx, File{ID: "file-x", UserID: 1, Purpose: "batch", Filename: "x.jsonl", Bytes: 3,
+			BlobKey: "files/1/file-x", CreatedAt: t0, ExpiresAt: t0.Add(30 * 24 * time.Hour)})).To(Succeed())
+		g.Expect(s.SetFileExpiry(ctx, 2, "file-x", t0.Add(time.Hour))).To(MatchError(ErrNotFound), "another tenant's")
+		g.Expect(s.SetFileExpiry(ctx, 1, "file-y", t0.Add(time.Hour))).To(MatchError(ErrNotFound))
+		g.Expect(s.SetFileExpiry(ctx, 1, "file-x", t0.Add(2*time.Hour))).To(Succeed())
+		got, err := s.GetFile(ctx, 1, "file-x")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.ExpiresAt).To(Equal(t0.Add(2 * time.Hour)))
+		expired, err := s.ListExpiredFiles(ctx, t0.Add(2*time.Hour), 10)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(expired).To(HaveLen(1))
+	})
+}

@@ -150,8 +150,8 @@ func (f batchFiles) Open(ctx context.Context, userID int64, id string) (io.ReadC
 	return rd, err
 }
 
-func (f batchFiles) WriteResult(ctx context.Context, userID int64, name string, r io.Reader) (string, error) {
-	file, err := f.s.WriteResult(ctx, userID, files.PurposeBatchOutput, name, r)
+func (f batchFiles) WriteResult(ctx context.Context, userID int64, name string, expiresAfter time.Duration, r io.Reader) (string, error) {
+	file, err := f.s.WriteResult(ctx, userID, files.PurposeBatchOutput, name, expiresAfter, r)
 	return file.ID, err
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -98,6 +99,49 @@ var _ = Describe("Batch APIs with the official SDKs", func() {
 		g.Expect(string(cancelled.Status)).To(Equal("cancelling"))
 		g.Expect(cancelled.CancellingAt).To(BeNumerically(">", 0))
 		g.Expect(batchOf(g, acct.Namespace, b.ID).Annotations).To(HaveKey(batches.CancelAnnotation))
+	})
+
+	It("OpenAI SDK file upload with expires_after: the expiry is the one asked for; one out of bounds is a 400 and keeps nothing", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+		c := openaiClient(acct.Key)
+		line := `{"custom_id":"r","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[]}}` + "\n"
+
+		f, err := c.Files.New(ctx, openai.FileNewParams{
+			File:         openai.File(strings.NewReader(line), "requests.jsonl", "application/jsonl"),
+			Purpose:      openai.FilePurposeBatch,
+			ExpiresAfter: openai.FileNewParamsExpiresAfter{Seconds: 7200},
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(f.ExpiresAt - f.CreatedAt).To(Equal(int64(7200)))
+		got, err := c.Files.Get(ctx, f.ID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.ExpiresAt).To(Equal(f.ExpiresAt), "the expiry is stored, not only answered")
+
+		plain, err := c.Files.New(ctx, openai.FileNewParams{
+			File: openai.File(strings.NewReader(line), "plain.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(plain.ExpiresAt-plain.CreatedAt).To(Equal(int64(30*24*3600)), "the default: 30 days")
+
+		_, err = c.Files.New(ctx, openai.FileNewParams{
+			File:         openai.File(strings.NewReader(line), "short.jsonl", "application/jsonl"),
+			Purpose:      openai.FilePurposeBatch,
+			ExpiresAfter: openai.FileNewParamsExpiresAfter{Seconds: 60},
+		})
+		var apiErr *openai.Error
+		g.Expect(errors.As(err, &apiErr)).To(BeTrue(), "got %v", err)
+		g.Expect(apiErr.StatusCode).To(Equal(400))
+		g.Expect(apiErr.Param).To(Equal("expires_after.seconds"))
+		page, err := c.Files.List(ctx, openai.FileListParams{})
+		g.Expect(err).NotTo(HaveOccurred())
+		names := []string{}
+		for _, x := range page.Data {
+			names = append(names, x.Filename)
+		}
+		g.Expect(names).To(ConsistOf("requests.jsonl", "plain.jsonl"), "the refused upload left no file")
 	})
 
 	It("Anthropic SDK message batches", func() {

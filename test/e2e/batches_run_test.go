@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -21,7 +22,7 @@ import (
 // A batch run to its end: the controller runs the lines through the
 // gateway's data path, the SDK downloads the output file.
 var _ = Describe("Batches run end to end", func() {
-	It("OpenAI SDK: a batch completes and its output file is downloaded, each line billed once at the batch price", func() {
+	It("OpenAI SDK: a batch completes and its output file is downloaded, kept as output_expires_after says, each line billed once at the batch price", func() {
 		t := GinkgoTB()
 		g := NewWithT(t)
 		ctx := context.Background()
@@ -31,8 +32,24 @@ var _ = Describe("Batches run end to end", func() {
 		c := openaiClient(acct.Key)
 
 		const n = 5
-		b := submitChatBatch(g, ctx, c, model, n, 32)
-		var err error
+		keep := func(seconds int64) func(*openai.BatchNewParams) {
+			return func(p *openai.BatchNewParams) {
+				p.OutputExpiresAfter = openai.BatchNewParamsOutputExpiresAfter{Seconds: seconds}
+			}
+		}
+		f, err := c.Files.New(ctx, openai.FileNewParams{
+			File:    openai.File(strings.NewReader(`{"custom_id":"r","method":"POST","url":"/v1/chat/completions","body":{"model":"`+model+`"}}`), "r.jsonl", "application/jsonl"),
+			Purpose: openai.FilePurposeBatch,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = c.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h, OutputExpiresAfter: openai.BatchNewParamsOutputExpiresAfter{Seconds: 60}})
+		var apiErr *openai.Error
+		g.Expect(errors.As(err, &apiErr)).To(BeTrue(), "got %v", err)
+		g.Expect(apiErr.StatusCode).To(Equal(400))
+		g.Expect(apiErr.Param).To(Equal("output_expires_after.seconds"))
+
+		b := submitChatBatch(g, ctx, c, model, n, 32, keep(7200))
 
 		g.Eventually(func(g Gomega) {
 			b, err = c.Batches.Get(ctx, b.ID)
@@ -45,6 +62,9 @@ var _ = Describe("Batches run end to end", func() {
 		g.Expect(b.CompletedAt).To(BeNumerically(">", 0))
 		g.Expect(b.OutputFileID).To(HavePrefix("file-"))
 		g.Expect(b.ErrorFileID).To(BeEmpty())
+		of, err := c.Files.Get(ctx, b.OutputFileID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(of.ExpiresAt-of.CreatedAt).To(Equal(int64(7200)), "the output file is kept as output_expires_after says")
 
 		resp, err := c.Files.Content(ctx, b.OutputFileID)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -95,7 +115,7 @@ func waitBatch(g Gomega, ctx context.Context, c openai.Client, id, status string
 	return b
 }
 
-func submitChatBatch(g Gomega, ctx context.Context, c openai.Client, model string, n, maxTokens int) *openai.Batch {
+func submitChatBatch(g Gomega, ctx context.Context, c openai.Client, model string, n, maxTokens int, opts ...func(*openai.BatchNewParams)) *openai.Batch {
 	var lines strings.Builder
 	for i := range n {
 		fmt.Fprintf(&lines, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":%d,"messages":[{"role":"user","content":"line %d"}]}}`+"\n", i, model, maxTokens, i)
@@ -105,10 +125,14 @@ func submitChatBatch(g Gomega, ctx context.Context, c openai.Client, model strin
 		Purpose: openai.FilePurposeBatch,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	b, err := c.Batches.New(ctx, openai.BatchNewParams{
+	params := openai.BatchNewParams{
 		InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
 		CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
-	})
+	}
+	for _, o := range opts {
+		o(&params)
+	}
+	b, err := c.Batches.New(ctx, params)
 	g.Expect(err).NotTo(HaveOccurred())
 	return b
 }

@@ -3,14 +3,18 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/batches"
@@ -47,6 +51,30 @@ func answerByLine(usage fakeupstream.Usage, refuse int) func(fakeupstream.Reques
 		}
 		return fakeupstream.Reply{Text: "Answer to " + content + ".", Usage: usage}
 	}
+}
+
+// runningUpstreamBatch submits n chat lines with the OpenAI SDK to a route
+// whose fake upstream runs them as a batch job, one line per 150 ms, each
+// answered with usage, and returns once three lines ran; ran counts the
+// lines the fake ran.
+func runningUpstreamBatch(t testing.TB, g Gomega, name string, n int, usage fakeupstream.Usage) (acct *framework.Account, c openai.Client, fake *fakeupstream.Server, b *openai.Batch, ran func() int) {
+	model := uniqueModel(name)
+	fake = startFake(t, "openai")
+	fake.Handle(answerByLine(usage, -1))
+	fake.SetBatchLineDelay(150 * time.Millisecond)
+	textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model))
+	acct = newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
+	c = openaiClient(acct.Key)
+	b = submitChatBatch(g, context.Background(), c, model, n, 256)
+	ran = func() int {
+		sum := 0
+		for i := range n {
+			sum += fake.BatchLineRuns(batches.RequestID(b.ID, int64(i+1)))
+		}
+		return sum
+	}
+	g.Eventually(ran, framework.LongTimeout, framework.Interval).Should(BeNumerically(">=", 3))
+	return acct, c, fake, b, ran
 }
 
 // Where the route's upstream has a batch API of its own, a batch's lines go
@@ -191,24 +219,8 @@ var _ = Describe("Batches executed on the upstream's batch API", func() {
 		t := GinkgoTB()
 		g := NewWithT(t)
 		ctx := context.Background()
-		model := uniqueModel("batch-upstream-cancel")
-		fake := startFake(t, "openai")
-		fake.Handle(answerByLine(lineUsage, -1))
-		fake.SetBatchLineDelay(150 * time.Millisecond)
-		textModel(t, framework.SystemNamespace, model, fakeBackend(t, "up", "openai", fake.URL, fake.Key(), "upstream-"+model))
-		acct := newAccount(t, v1.TenantSpec{}, v1.ApiTokenSpec{})
-		c := openaiClient(acct.Key)
-
 		const n = 40
-		b := submitChatBatch(g, ctx, c, model, n, 256)
-		ran := func() int {
-			sum := 0
-			for i := range n {
-				sum += fake.BatchLineRuns(batches.RequestID(b.ID, int64(i+1)))
-			}
-			return sum
-		}
-		g.Eventually(ran, framework.LongTimeout, framework.Interval).Should(BeNumerically(">=", 3))
+		acct, c, fake, b, ran := runningUpstreamBatch(t, g, "batch-upstream-cancel", n, lineUsage)
 		cancelled, err := c.Batches.Cancel(ctx, b.ID)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(string(cancelled.Status)).To(Equal("cancelling"))
@@ -233,6 +245,36 @@ var _ = Describe("Batches executed on the upstream's batch API", func() {
 		g.Expect(sum).To(Equal(billing.Quota(done * batchPrice)))
 		g.Expect(billing.Quota(cr.Status.Cost.Quota)).To(Equal(sum))
 		ledgerUsed(t, acct, int64(sum))
+		noOpenReservation(g, acct)
+	})
+
+	It("kubectl delete of a running upstream batch: the API answers 404 at once, the job is cancelled upstream, the lines it ran are billed once, then the Batch goes", func() {
+		t := GinkgoTB()
+		g := NewWithT(t)
+		ctx := context.Background()
+		const n = 40
+		acct, c, fake, b, ran := runningUpstreamBatch(t, g, "batch-upstream-delete", n, lineUsage)
+		cr := batchCR(g, acct.Namespace, b.ID)
+		g.Expect(cr.Finalizers).To(ContainElement("modelgate.io/upstream-job"))
+		g.Expect(cr.Status.UpstreamJobs).To(HaveLen(1))
+		job := cr.Status.UpstreamJobs[0].ID
+		g.Expect(stack.Client.Delete(ctx, cr)).To(Succeed())
+
+		_, err := c.Batches.Get(ctx, b.ID)
+		var apiErr *openai.Error
+		g.Expect(errors.As(err, &apiErr)).To(BeTrue(), "got %v", err)
+		g.Expect(apiErr.StatusCode).To(Equal(404), "a deleted batch is gone for its tenant, though its job is still being stopped")
+		g.Eventually(func() bool {
+			err := stack.Client.Get(ctx, client.ObjectKeyFromObject(cr), &v1.Batch{})
+			return apierrors.IsNotFound(err)
+		}, framework.LongTimeout, framework.Interval).Should(BeTrue(), "the Batch goes once its job is stopped")
+		g.Expect(fake.BatchStatus(job)).To(Equal("cancelled"))
+		done := ran()
+		figures(t, "upstream lines run before the deletion", "%d of %d lines ran upstream", done, n)
+		g.Expect(done).To(BeNumerically("<", n), "the cancel stopped the job")
+		rows := usageRows(t, acct, done)
+		g.Expect(rowsSum(rows)).To(Equal(billing.Quota(done * batchPrice)))
+		ledgerUsed(t, acct, int64(done*batchPrice))
 		noOpenReservation(g, acct)
 	})
 

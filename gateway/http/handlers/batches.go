@@ -79,10 +79,14 @@ func registerBatches(mux Mux, keys Authenticator, h *Batches) {
 }
 
 type batchRequest struct {
-	InputFileID      string            `json:"input_file_id"`
-	Endpoint         string            `json:"endpoint"`
-	CompletionWindow string            `json:"completion_window"`
-	Metadata         map[string]string `json:"metadata"`
+	InputFileID        string            `json:"input_file_id"`
+	Endpoint           string            `json:"endpoint"`
+	CompletionWindow   string            `json:"completion_window"`
+	Metadata           map[string]string `json:"metadata"`
+	OutputExpiresAfter *struct {
+		Anchor  *string `json:"anchor"`
+		Seconds *int64  `json:"seconds"`
+	} `json:"output_expires_after"`
 }
 
 // Create accepts a batch: the input file must be the tenant's batch file;
@@ -114,7 +118,7 @@ func (h *Batches) Create(w http.ResponseWriter, r *http.Request, p *auth.Princip
 		invalidRequest(w, "input_file_id", fmt.Sprintf("the input file must have purpose 'batch', not '%s'", in.Purpose))
 		return
 	}
-	count, inputErr, err := h.validate(ctx, p, in.ID, req.Endpoint)
+	count, inputErr, err := h.validate(ctx, p, in.ID, req.Endpoint, batches.MaxLines)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -124,8 +128,11 @@ func (h *Batches) Create(w http.ResponseWriter, r *http.Request, p *auth.Princip
 		h.fail(w, r, err)
 		return
 	}
-	b, err := h.createBatch(ctx, p, id, v1.BatchSpec{API: "openai", Endpoint: req.Endpoint, InputFileID: in.ID,
-		Metadata: req.Metadata}, count, inputErr)
+	spec := v1.BatchSpec{API: "openai", Endpoint: req.Endpoint, InputFileID: in.ID, Metadata: req.Metadata}
+	if e := req.OutputExpiresAfter; e != nil {
+		spec.OutputExpiresAfter = &metav1.Duration{Duration: time.Duration(*e.Seconds) * time.Second}
+	}
+	b, err := h.createBatch(ctx, p, id, spec, count, inputErr)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -154,13 +161,23 @@ func (req *batchRequest) invalid() (message, param string) {
 			return fmt.Sprintf("metadata keys are at most %d characters and values at most %d", maxMetadataKeyLen, maxMetadataValueLen), "metadata"
 		}
 	}
+	if e := req.OutputExpiresAfter; e != nil {
+		switch {
+		case e.Anchor != nil && *e.Anchor != "created_at":
+			return fmt.Sprintf("Invalid value: '%s'. Supported values are: 'created_at'.", *e.Anchor), "output_expires_after.anchor"
+		case e.Seconds == nil:
+			return "output_expires_after.seconds is required", "output_expires_after.seconds"
+		case *e.Seconds < minFileExpiry || *e.Seconds > maxFileExpiry:
+			return fmt.Sprintf("output_expires_after.seconds must be between %d (1 hour) and %d (30 days)", minFileExpiry, maxFileExpiry), "output_expires_after.seconds"
+		}
+	}
 	return "", ""
 }
 
 // validate reads the input file through batches.ParseInput and checks the
 // model of every line against the key and the tenant's routes. An invalid
 // file is an *batches.InputError; err is a failure to read it.
-func (h *Batches) validate(ctx context.Context, p *auth.Principal, fileID, endpoint string) (int64, *batches.InputError, error) {
+func (h *Batches) validate(ctx context.Context, p *auth.Principal, fileID, endpoint string, maxLines int64) (int64, *batches.InputError, error) {
 	_, rd, err := h.Files.Open(ctx, p.UserID, fileID)
 	if err != nil {
 		return 0, nil, err
@@ -168,7 +185,7 @@ func (h *Batches) validate(ctx context.Context, p *auth.Principal, fileID, endpo
 	defer func() { _ = rd.Close() }()
 	want := batchEndpoints[endpoint]
 	checked := map[string]*batches.InputError{}
-	n, err := batches.ParseInput(rd, endpoint, func(l batches.Line) error {
+	n, err := batches.ParseInput(rd, endpoint, maxLines, func(l batches.Line) error {
 		var body struct {
 			Model string `json:"model"`
 		}
@@ -286,10 +303,17 @@ func (h *Batches) lookup(ctx context.Context, p *auth.Principal, api, id string)
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case b.Spec.BatchID != id || b.Spec.UserID != p.UserID || apiOf(b) != api:
+	case b.Spec.BatchID != id || !visible(b, p, api):
 		return nil, nil
 	}
 	return b, nil
+}
+
+// visible: b is the caller's batch of api, and not deleted (a deleted batch
+// may stay a while, until its upstream job is stopped: docs/batches.md,
+// "Deletion").
+func visible(b *v1.Batch, p *auth.Principal, api string) bool {
+	return b.Spec.UserID == p.UserID && apiOf(b) == api && b.DeletionTimestamp.IsZero()
 }
 
 func validBatchID(api, id string) bool {
@@ -320,7 +344,7 @@ func (h *Batches) list(ctx context.Context, p *auth.Principal, api string) ([]*v
 	}
 	out := make([]*v1.Batch, 0, len(l.Items))
 	for i := range l.Items {
-		if b := &l.Items[i]; b.Spec.UserID == p.UserID && apiOf(b) == api {
+		if b := &l.Items[i]; visible(b, p, api) {
 			out = append(out, b)
 		}
 	}

@@ -318,7 +318,7 @@ var _ = Describe("files and batches", func() {
 		req.Header.Set("Authorization", "Bearer "+acct.Key)
 		resp, err := http.DefaultClient.Do(req)
 		Expect(err).NotTo(HaveOccurred())
-		n, err := batches.ParseInput(resp.Body, "/v1/messages", func(batches.Line) error { return nil })
+		n, err := batches.ParseInput(resp.Body, "/v1/messages", batches.MaxMessageBatchLines, func(batches.Line) error { return nil })
 		_ = resp.Body.Close()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(n).To(Equal(int64(2)))
@@ -413,7 +413,7 @@ func writeResult(acct *framework.Account, line batches.OutputLine) string {
 	Expect(err).NotTo(HaveOccurred())
 	t := &v1.Tenant{}
 	Expect(stack.Client.Get(ctx, client.ObjectKeyFromObject(acct.Tenant), t)).To(Succeed())
-	f, err := files.New(stack.Ledger, stack.Blobs, files.Options{}).WriteResult(ctx, t.Status.UserID, files.PurposeBatchOutput, "results.jsonl", bytes.NewReader(raw))
+	f, err := files.New(stack.Ledger, stack.Blobs, files.Options{}).WriteResult(ctx, t.Status.UserID, files.PurposeBatchOutput, "results.jsonl", 0, bytes.NewReader(raw))
 	Expect(err).NotTo(HaveOccurred())
 	return f.ID
 }

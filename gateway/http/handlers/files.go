@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -89,6 +90,7 @@ func (h *Files) Create(w http.ResponseWriter, r *http.Request, p *auth.Principal
 	var (
 		stored  *files.File
 		purpose string
+		expiry  expiresAfter
 	)
 	discard := func() {
 		if stored == nil {
@@ -122,6 +124,14 @@ func (h *Files) Create(w http.ResponseWriter, r *http.Request, p *auth.Principal
 				invalidRequest(w, "purpose", fmt.Sprintf("'%s' is not a supported purpose: this gateway takes files with purpose 'batch' only", purpose))
 				return
 			}
+		case "expires_after[anchor]", "expires_after[seconds]":
+			b, err := io.ReadAll(io.LimitReader(part, 65))
+			if err != nil {
+				discard()
+				h.badBody(w, err)
+				return
+			}
+			expiry.set(part.FormName(), strings.TrimSpace(string(b)))
 		case "file":
 			if stored != nil {
 				continue
@@ -153,15 +163,68 @@ func (h *Files) Create(w http.ResponseWriter, r *http.Request, p *auth.Principal
 			stored = &f
 		}
 	}
+	after, param, msg := expiry.duration()
 	switch {
 	case purpose == "":
 		discard()
 		invalidRequest(w, "purpose", "purpose is required")
 	case stored == nil:
 		invalidRequest(w, "file", "file is required")
+	case msg != "":
+		discard()
+		invalidRequest(w, param, msg)
+	case after > 0:
+		f, err := h.Files.ExpireAfter(ctx, *stored, after)
+		if err != nil {
+			discard()
+			log.FromContext(ctx).Error(err, "set file expiry", "file", stored.ID)
+			openAIFail(w, http.StatusInternalServerError, "", "the file could not be stored; retry")
+			return
+		}
+		writeJSON(w, http.StatusOK, fileObjectOf(f))
 	default:
 		writeJSON(w, http.StatusOK, fileObjectOf(*stored))
 	}
+}
+
+// expiresAfter is an upload's expires_after object, sent as the form fields
+// expires_after[anchor] and expires_after[seconds] (the SDKs' encoding).
+type expiresAfter struct {
+	anchor, seconds *string
+}
+
+func (e *expiresAfter) set(field, value string) {
+	if field == "expires_after[anchor]" {
+		e.anchor = &value
+		return
+	}
+	e.seconds = &value
+}
+
+// Bounds of expires_after.seconds, as OpenAI's Files API sets them.
+const (
+	minFileExpiry = 3600    // one hour
+	maxFileExpiry = 2592000 // 30 days
+)
+
+// duration is the expiry the upload asks for (0: none), or the parameter
+// and message of why it is refused. The anchor may be left out: created_at
+// is the only one, and the SDKs default to it.
+func (e expiresAfter) duration() (time.Duration, string, string) {
+	if e.anchor == nil && e.seconds == nil {
+		return 0, "", ""
+	}
+	if e.anchor != nil && *e.anchor != "created_at" {
+		return 0, "expires_after.anchor", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'created_at'.", *e.anchor)
+	}
+	if e.seconds == nil {
+		return 0, "expires_after.seconds", "expires_after.seconds is required"
+	}
+	n, err := strconv.ParseInt(*e.seconds, 10, 64)
+	if err != nil || n < minFileExpiry || n > maxFileExpiry {
+		return 0, "expires_after.seconds", fmt.Sprintf("expires_after.seconds must be an integer between %d (1 hour) and %d (30 days)", minFileExpiry, maxFileExpiry)
+	}
+	return time.Duration(n) * time.Second, "", ""
 }
 
 // badBody answers a body that broke off or ran over the request limit.

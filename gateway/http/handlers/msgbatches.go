@@ -100,7 +100,7 @@ func (h *Batches) CreateMessageBatch(w http.ResponseWriter, r *http.Request, p *
 		h.messagesFail(w, r, err)
 		return
 	}
-	count, inputErr, err := h.validate(ctx, p, in.ID, "/v1/messages")
+	count, inputErr, err := h.validate(ctx, p, in.ID, "/v1/messages", batches.MaxMessageBatchLines)
 	if err == nil && inputErr != nil {
 		err = &requestsError{msg: requestsMessage(inputErr)}
 	}
