@@ -155,6 +155,29 @@ type BatchCost struct {
 	CostUSD *Decimal `json:"costUSD,omitempty"`
 }
 
+// BatchTokens counts the tokens of a batch's billed lines, as OpenAI's batch
+// object reports them.
+type BatchTokens struct {
+	// inputTokens counts every input token, cached ones included.
+	// +optional
+	InputTokens int64 `json:"inputTokens"`
+	// cachedTokens counts the input tokens read from a prompt cache.
+	// +optional
+	CachedTokens int64 `json:"cachedTokens,omitempty"`
+	// outputTokens counts the output tokens, reasoning included.
+	// +optional
+	OutputTokens int64 `json:"outputTokens"`
+	// reasoningTokens counts the output tokens spent reasoning.
+	// +optional
+	ReasoningTokens int64 `json:"reasoningTokens,omitempty"`
+}
+
+// Plus is t and o together.
+func (t BatchTokens) Plus(o BatchTokens) BatchTokens {
+	return BatchTokens{InputTokens: t.InputTokens + o.InputTokens, CachedTokens: t.CachedTokens + o.CachedTokens,
+		OutputTokens: t.OutputTokens + o.OutputTokens, ReasoningTokens: t.ReasoningTokens + o.ReasoningTokens}
+}
+
 // BatchError is why a batch failed as a whole (a line's own error goes to
 // the error file).
 type BatchError struct {
@@ -191,6 +214,16 @@ type BatchStatus struct {
 	// cost is the sum billed for the lines that ran.
 	// +optional
 	Cost *BatchCost `json:"cost,omitempty"`
+
+	// usage is the tokens of the lines billed, as their usage rows count
+	// them.
+	// +optional
+	Usage *BatchTokens `json:"usage,omitempty"`
+
+	// model is the model the batch's first line names.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
 
 	// outputFileID and errorFileID are the result files (file-…): the
 	// answered lines and the failed ones.

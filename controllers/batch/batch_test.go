@@ -235,6 +235,9 @@ var _ = Describe("Batch controller", func() {
 		Expect(b.Status.Cost).NotTo(BeNil())
 		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)), "status cost is the sum of the rows")
 		Expect(*b.Status.Cost.CostUSD).To(Equal(v1.Decimal(sum(got).CostUSD())))
+		Expect(b.Status.Usage).To(Equal(&v1.BatchTokens{InputTokens: n * inTokens, OutputTokens: n * outTokens}),
+			"the tokens of the usage rows")
+		Expect(b.Status.Model).To(Equal(f.model))
 		Expect(b.Status.CompletedAt).NotTo(BeNil())
 		Expect(b.Status.ErrorFileID).To(BeEmpty(), "no failed line, no error file")
 
@@ -486,6 +489,8 @@ var _ = Describe("Batch controller", func() {
 		}
 		got := rows(b, n, int(ran))
 		Expect(billing.Quota(b.Status.Cost.Quota)).To(Equal(sum(got)))
+		Expect(b.Status.Usage).To(Equal(&v1.BatchTokens{InputTokens: ran * inTokens, OutputTokens: ran * outTokens}),
+			"the tokens of the lines the job ran")
 		h, err := ledger.TokenHolds(context.Background(), f.acct.Token.Status.TokenID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(h.Reserved).To(BeZero(), "the job's reservation closed")

@@ -84,9 +84,10 @@ type LineRunner interface {
 type LineResult struct {
 	Status int
 	Body   []byte
-	// Billed: the line's usage row is durable, for Quota.
+	// Billed: the line's usage row is durable, for Quota and Tokens.
 	Billed bool
 	Quota  billing.Quota
+	Tokens v1.BatchTokens
 	// Usage is the usage row of a line an upstream batch job answered
 	// (Upstream.Answer), written by Upstream.Settle.
 	Usage *store.UsageRow
@@ -214,7 +215,7 @@ func (r *Reconciler) validate(ctx context.Context, b *v1.Batch, now time.Time) (
 		return ctrl.Result{}, err
 	}
 	st.State, st.InProgressAt = v1.BatchInProgress, stamp(now)
-	st.RequestCounts.Total = total
+	st.RequestCounts.Total, st.Model = total, clipModel(firstModel)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
@@ -289,6 +290,14 @@ func cancelRequested(b *v1.Batch) bool {
 }
 
 func stamp(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
+
+// clipModel keeps a model name within status.model's bound.
+func clipModel(m string) string {
+	if len(m) > 256 {
+		return m[:256]
+	}
+	return m
+}
 
 func clip(s string) string {
 	if len(s) > 1024 {

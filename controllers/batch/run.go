@@ -30,6 +30,8 @@ type progress struct {
 	Completed int64         `json:"completed"`
 	Failed    int64         `json:"failed"`
 	Quota     billing.Quota `json:"quota"`
+	// Tokens are the billed lines' tokens.
+	Tokens v1.BatchTokens `json:"tokens,omitzero"`
 	// Parts are the first line index of each part, in order.
 	Parts        []int64 `json:"parts"`
 	OutputFileID string  `json:"outputFileID,omitempty"`
@@ -49,6 +51,8 @@ type part struct {
 	Completed int64         `json:"completed"`
 	Failed    int64         `json:"failed"`
 	Quota     billing.Quota `json:"quota"`
+	// Tokens are the billed lines' tokens.
+	Tokens v1.BatchTokens `json:"tokens,omitzero"`
 	// Lines are the output lines (JSONL), output and error lines mixed in
 	// file order.
 	Lines []byte `json:"lines"`
@@ -115,6 +119,15 @@ func (r *Reconciler) loadProgress(ctx context.Context, b *v1.Batch) (*progress, 
 func (p *progress) add(pt *part) {
 	p.Parts = append(p.Parts, pt.Start)
 	p.Next, p.Completed, p.Failed, p.Quota = pt.End, p.Completed+pt.Completed, p.Failed+pt.Failed, p.Quota+pt.Quota
+	p.Tokens = p.Tokens.Plus(pt.Tokens)
+}
+
+// charge is what one line was billed: its quota and the tokens its usage
+// row counts (none for a line whose answer was lost: only its quota is in
+// the ledger).
+type charge struct {
+	Quota  billing.Quota  `json:"quota,omitempty"`
+	Tokens v1.BatchTokens `json:"tokens,omitzero"`
 }
 
 // mirror writes the progress's counts and charge into status.
@@ -122,6 +135,8 @@ func (p *progress) mirror(st *v1.BatchStatus) {
 	st.RequestCounts.Completed, st.RequestCounts.Failed = p.Completed, p.Failed
 	usd := v1.Decimal(p.Quota.CostUSD())
 	st.Cost = &v1.BatchCost{Quota: int64(p.Quota), CostUSD: &usd}
+	tokens := p.Tokens
+	st.Usage = &tokens
 }
 
 // stopReason is why no more lines start: "" while they may.
@@ -228,7 +243,7 @@ func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start, limi
 	var (
 		mu      sync.Mutex
 		results []batches.OutputLine
-		quotas  []billing.Quota
+		charges []charge
 		runErr  error
 	)
 	jobs := make(chan job)
@@ -236,12 +251,12 @@ func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start, limi
 	for range workers {
 		wg.Go(func() {
 			for j := range jobs {
-				out, q, err := r.runLine(ctx, b, j.line)
+				out, c, err := r.runLine(ctx, b, j.line)
 				mu.Lock()
 				if err != nil && runErr == nil {
 					runErr = err
 				}
-				results[j.i], quotas[j.i] = out, q
+				results[j.i], charges[j.i] = out, c
 				mu.Unlock()
 			}
 		})
@@ -268,7 +283,7 @@ func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start, limi
 		mu.Lock()
 		bad := runErr != nil
 		i := len(results)
-		results, quotas = append(results, batches.OutputLine{}), append(quotas, 0)
+		results, charges = append(results, batches.OutputLine{}), append(charges, charge{})
 		mu.Unlock()
 		if bad {
 			return errFull
@@ -290,7 +305,7 @@ func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start, limi
 			stopped = ""
 			break
 		}
-		pt.Quota += quotas[i]
+		pt.Quota, pt.Tokens = pt.Quota+charges[i].Quota, pt.Tokens.Plus(charges[i].Tokens)
 	}
 	for _, l := range unrun {
 		code, msg := string(stopped), "This request was not executed because the batch was cancelled."
@@ -320,15 +335,15 @@ func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start, limi
 // runLine runs one line unless an earlier run already did: a line whose
 // usage row is in the ledger was sent and billed, and its answer was lost
 // with that run, so it is not sent again.
-func (r *Reconciler) runLine(ctx context.Context, b *v1.Batch, l batches.Line) (batches.OutputLine, billing.Quota, error) {
+func (r *Reconciler) runLine(ctx context.Context, b *v1.Batch, l batches.Line) (batches.OutputLine, charge, error) {
 	id := batches.RequestID(b.Spec.BatchID, l.Number)
 	done, err := r.Ledger.UsageQuotas(ctx, []string{id})
 	if err != nil {
-		return batches.OutputLine{}, 0, err
+		return batches.OutputLine{}, charge{}, err
 	}
 	if q, ok := done[id]; ok {
 		return batches.Unanswered(b.Spec.BatchID, l, "result_unavailable",
-			"This request was executed and billed, but its response was lost when the batch's runner stopped."), q, nil
+			"This request was executed and billed, but its response was lost when the batch's runner stopped."), charge{Quota: q}, nil
 	}
 	timeout := r.LineTimeout
 	if timeout <= 0 {
@@ -340,17 +355,17 @@ func (r *Reconciler) runLine(ctx context.Context, b *v1.Batch, l batches.Line) (
 	defer cancel()
 	res, err := r.Lines.Run(lctx, b, id, l.Body)
 	if err != nil {
-		return batches.OutputLine{}, 0, err
+		return batches.OutputLine{}, charge{}, err
 	}
 	body := jsonBody(res.Body)
 	if res.Status == 0 {
 		res.Status = http.StatusOK
 	}
-	var q billing.Quota
+	var c charge
 	if res.Billed {
-		q = res.Quota
+		c = charge{Quota: res.Quota, Tokens: res.Tokens}
 	}
-	return batches.Answered(b.Spec.BatchID, l, res.Status, body), q, nil
+	return batches.Answered(b.Spec.BatchID, l, res.Status, body), c, nil
 }
 
 // jsonBody is an answer's body for the output line: as it is when JSON,

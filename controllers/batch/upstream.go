@@ -112,8 +112,9 @@ type jobLine struct {
 	Number   int64               `json:"number"`
 	CustomID string              `json:"customID"`
 	Answer   *batches.OutputLine `json:"answer,omitempty"`
-	// Quota is what the line was billed.
-	Quota billing.Quota `json:"quota,omitempty"`
+	// Quota and Tokens are what the line was billed.
+	Quota  billing.Quota  `json:"quota,omitempty"`
+	Tokens v1.BatchTokens `json:"tokens,omitzero"`
 }
 
 func jobKey(b *v1.Batch, start int64) string {
@@ -331,8 +332,8 @@ func (r *Reconciler) pollJob(ctx context.Context, b *v1.Batch, p *progress, j *j
 		if state.Message != "" {
 			msg += ": " + clip(state.Message)
 		}
-		each := func(l batches.Line) (batches.OutputLine, billing.Quota) {
-			return batches.Unanswered(b.Spec.BatchID, l, "batch_failed", msg), 0
+		each := func(l batches.Line) (batches.OutputLine, charge) {
+			return batches.Unanswered(b.Spec.BatchID, l, "batch_failed", msg), charge{}
 		}
 		if err := r.Upstream.Refund(ctx, j.Reservation); err != nil {
 			return ctrl.Result{}, fmt.Errorf("refund the failed batch job: %w", err)
@@ -371,26 +372,26 @@ func (r *Reconciler) collectJob(ctx context.Context, b *v1.Batch, p *progress, j
 	stop := r.stopping(ctx, b)
 	var rows []store.UsageRow
 	var answerErr error
-	each := func(l batches.Line) (batches.OutputLine, billing.Quota) {
+	each := func(l batches.Line) (batches.OutputLine, charge) {
 		id := batches.RequestID(b.Spec.BatchID, l.Number)
 		a, ok := answers[id]
 		if !ok {
 			a.NotRun = upstream.NotRunExpired
 		}
 		if a.NotRun != "" {
-			return notRun(b.Spec.BatchID, l, a.NotRun, stop), 0
+			return notRun(b.Spec.BatchID, l, a.NotRun, stop), charge{}
 		}
 		res, err := r.Upstream.Answer(ctx, b, j.Target, id, l.Body, j.SubmittedAt, a)
 		if err != nil {
 			answerErr = errors.Join(answerErr, err)
-			return batches.Unanswered(b.Spec.BatchID, l, "result_unavailable", "The upstream's answer to this request could not be read."), 0
+			return batches.Unanswered(b.Spec.BatchID, l, "result_unavailable", "The upstream's answer to this request could not be read."), charge{}
 		}
-		var q billing.Quota
+		var c charge
 		if res.Usage != nil {
 			rows = append(rows, *res.Usage)
-			q = res.Usage.Quota
+			c = charge{Quota: res.Usage.Quota, Tokens: res.Tokens}
 		}
-		return batches.Answered(b.Spec.BatchID, l, res.Status, jsonBody(res.Body)), q
+		return batches.Answered(b.Spec.BatchID, l, res.Status, jsonBody(res.Body)), c
 	}
 	if err := r.jobOutputs(ctx, b, j, each); err != nil {
 		return err
@@ -417,7 +418,7 @@ func notRun(batchID string, l batches.Line, reason string, stop stopReason) batc
 
 // storeJobPart stores the part of a job whose sent lines (if any) each
 // answers without their answers from the upstream.
-func (r *Reconciler) storeJobPart(ctx context.Context, b *v1.Batch, p *progress, j *job, each func(batches.Line) (batches.OutputLine, billing.Quota)) error {
+func (r *Reconciler) storeJobPart(ctx context.Context, b *v1.Batch, p *progress, j *job, each func(batches.Line) (batches.OutputLine, charge)) error {
 	if err := r.jobOutputs(ctx, b, j, each); err != nil {
 		return err
 	}
@@ -426,7 +427,7 @@ func (r *Reconciler) storeJobPart(ctx context.Context, b *v1.Batch, p *progress,
 
 // jobOutputs gives every sent line of j its output line, from each (read
 // again from the input file, with its body).
-func (r *Reconciler) jobOutputs(ctx context.Context, b *v1.Batch, j *job, each func(batches.Line) (batches.OutputLine, billing.Quota)) error {
+func (r *Reconciler) jobOutputs(ctx context.Context, b *v1.Batch, j *job, each func(batches.Line) (batches.OutputLine, charge)) error {
 	pending := map[int64]int{}
 	for i, jl := range j.Lines {
 		if jl.Answer == nil {
@@ -438,8 +439,8 @@ func (r *Reconciler) jobOutputs(ctx context.Context, b *v1.Batch, j *job, each f
 	}
 	_, err := r.parse(ctx, b, func(l batches.Line) error {
 		if i, ok := pending[l.Number]; ok {
-			out, q := each(l)
-			j.Lines[i].Answer, j.Lines[i].Quota = &out, q
+			out, c := each(l)
+			j.Lines[i].Answer, j.Lines[i].Quota, j.Lines[i].Tokens = &out, c.Quota, c.Tokens
 		}
 		return nil
 	})
@@ -467,7 +468,7 @@ func (r *Reconciler) writeJobPart(ctx context.Context, b *v1.Batch, p *progress,
 		} else {
 			pt.Completed++
 		}
-		pt.Quota += jl.Quota
+		pt.Quota, pt.Tokens = pt.Quota+jl.Quota, pt.Tokens.Plus(jl.Tokens)
 		if pt.Lines, err = out.AppendJSONL(pt.Lines); err != nil {
 			return err
 		}

@@ -32,6 +32,40 @@ type Object struct {
 	CancelledAt      *int64            `json:"cancelled_at"`
 	RequestCounts    RequestCounts     `json:"request_counts"`
 	Metadata         map[string]string `json:"metadata"`
+	// Model is the model the lines name (the first line's); absent until
+	// the batch is validated.
+	Model string `json:"model,omitempty"`
+	// Usage is the billed lines' tokens, as their usage rows count them.
+	Usage Usage `json:"usage"`
+}
+
+// Usage is OpenAI's batch usage object.
+type Usage struct {
+	InputTokens         int64               `json:"input_tokens"`
+	InputTokensDetails  InputTokensDetails  `json:"input_tokens_details"`
+	OutputTokens        int64               `json:"output_tokens"`
+	OutputTokensDetails OutputTokensDetails `json:"output_tokens_details"`
+	TotalTokens         int64               `json:"total_tokens"`
+}
+
+// InputTokensDetails break the input tokens down.
+type InputTokensDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// OutputTokensDetails break the output tokens down.
+type OutputTokensDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+// UsageOf renders a batch's token counts as OpenAI's usage object.
+func UsageOf(t *v1.BatchTokens) Usage {
+	if t == nil {
+		return Usage{}
+	}
+	return Usage{InputTokens: t.InputTokens, InputTokensDetails: InputTokensDetails{CachedTokens: t.CachedTokens},
+		OutputTokens: t.OutputTokens, OutputTokensDetails: OutputTokensDetails{ReasoningTokens: t.ReasoningTokens},
+		TotalTokens: t.InputTokens + t.OutputTokens}
 }
 
 // ErrorList is the batch object's errors: a list object.
@@ -80,6 +114,8 @@ func ObjectOf(b *v1.Batch) Object {
 		CancelledAt:      unix(st.CancelledAt),
 		RequestCounts:    RequestCounts(st.RequestCounts),
 		Metadata:         b.Spec.Metadata,
+		Model:            st.Model,
+		Usage:            UsageOf(st.Usage),
 	}
 	if at, asked := CancelRequestedAt(b); asked && o.CancellingAt == nil && o.Status == v1.BatchCancelling {
 		s := at.Unix()

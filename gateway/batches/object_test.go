@@ -30,15 +30,21 @@ func TestObjectOf(t *testing.T) {
 		"input_file_id":"file-in","completion_window":"24h","status":"validating","output_file_id":null,
 		"error_file_id":null,"created_at":1700000000,"in_progress_at":null,"expires_at":null,"finalizing_at":null,
 		"completed_at":null,"failed_at":null,"expired_at":null,"cancelling_at":null,"cancelled_at":null,
-		"request_counts":{"total":0,"completed":0,"failed":0},"metadata":{"k":"v"}}`))
+		"request_counts":{"total":0,"completed":0,"failed":0},"metadata":{"k":"v"},
+		"usage":{"input_tokens":0,"input_tokens_details":{"cached_tokens":0},"output_tokens":0,
+		"output_tokens_details":{"reasoning_tokens":0},"total_tokens":0}}`))
 
 	at := metav1.NewTime(created.Add(time.Minute))
 	exp := metav1.NewTime(ExpiresAt(b))
 	b.Status = v1.BatchStatus{
 		State: v1.BatchCompleted, RequestCounts: v1.BatchRequestCounts{Total: 3, Completed: 2, Failed: 1},
 		OutputFileID: "file-out", ErrorFileID: "file-err", InProgressAt: &at, CompletedAt: &at, ExpiresAt: &exp,
+		Model: "m-1", Usage: &v1.BatchTokens{InputTokens: 300, CachedTokens: 100, OutputTokens: 60, ReasoningTokens: 10},
 	}
 	o := ObjectOf(b)
+	g.Expect(o.Model).To(Equal("m-1"))
+	g.Expect(o.Usage).To(Equal(Usage{InputTokens: 300, InputTokensDetails: InputTokensDetails{CachedTokens: 100},
+		OutputTokens: 60, OutputTokensDetails: OutputTokensDetails{ReasoningTokens: 10}, TotalTokens: 360}))
 	g.Expect(o.Status).To(Equal(v1.BatchCompleted))
 	g.Expect(*o.OutputFileID).To(Equal("file-out"))
 	g.Expect(*o.ErrorFileID).To(Equal("file-err"))

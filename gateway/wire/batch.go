@@ -127,7 +127,7 @@ func deref(r *batch.LineResult) batch.LineResult {
 }
 
 func lineResult(r handlers.LineResult) batch.LineResult {
-	return batch.LineResult{Status: r.Status, Body: r.Body, Billed: r.Billed, Quota: r.Quota}
+	return batch.LineResult{Status: r.Status, Body: r.Body, Billed: r.Billed, Quota: r.Quota, Tokens: r.Tokens}
 }
 
 // batchFilesOf is the controller's Files on the gateway's file store (nil

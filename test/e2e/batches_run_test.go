@@ -88,8 +88,10 @@ var _ = Describe("Batches run end to end", func() {
 
 		rows := usageRows(t, acct, n)
 		var sum billing.Quota
+		var in, outTokens int64
 		for _, r := range rows {
 			sum += r.Quota
+			in, outTokens = in+r.PromptTokens, outTokens+r.CompletionTokens
 			alone := textQuota(r.PromptTokens, r.CompletionTokens)
 			g.Expect(int64(r.Quota)*2).To(BeNumerically("~", alone, 2), "a line costs half the request sent alone")
 		}
@@ -98,6 +100,11 @@ var _ = Describe("Batches run end to end", func() {
 		g.Expect(cr.Status.Cost).NotTo(BeNil())
 		g.Expect(billing.Quota(cr.Status.Cost.Quota)).To(Equal(sum), "the batch's cost is the sum of its usage rows")
 		ledgerUsed(t, acct, int64(sum))
+		g.Expect(b.Model).To(Equal(model))
+		g.Expect(b.Usage.InputTokens).To(Equal(in), "the batch's usage is its rows' tokens")
+		g.Expect(b.Usage.OutputTokens).To(Equal(outTokens))
+		g.Expect(b.Usage.TotalTokens).To(Equal(in + outTokens))
+		g.Expect(in).To(BeNumerically(">", 0))
 	})
 })
 

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	v1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/gateway/auth"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/translate"
@@ -54,6 +55,8 @@ type LineResult struct {
 	// Quota (at the batch price).
 	Billed bool
 	Quota  billing.Quota
+	// Tokens are what the usage row counts, when Billed.
+	Tokens v1.BatchTokens
 }
 
 // batchLine marks a request as a batch line (in its requestInfo):
@@ -61,6 +64,7 @@ type LineResult struct {
 type batchLine struct {
 	billed bool
 	quota  billing.Quota
+	tokens v1.BatchTokens
 }
 
 // Serve runs one line: body sent to endpoint by p, under requestID (the
@@ -144,7 +148,7 @@ func (w *lineRecorder) result(line *batchLine) LineResult {
 		res.Status = http.StatusOK
 	}
 	if line != nil {
-		res.Billed, res.Quota = line.billed, line.quota
+		res.Billed, res.Quota, res.Tokens = line.billed, line.quota, line.tokens
 	}
 	return res
 }

@@ -226,7 +226,13 @@ func (b *BatchLines) AnswerUpstream(ctx context.Context, endpoint string, p *aut
 		// Charged by the job's reservation when it settles (Charge zero).
 		BillingPhase: store.PhaseSettled, Quota: quota, Backend: target.Backend,
 	}
-	return LineResult{Status: http.StatusOK, Body: res.Body, Billed: true, Quota: quota}, row, nil
+	return LineResult{Status: http.StatusOK, Body: res.Body, Billed: true, Quota: quota, Tokens: batchTokens(u)}, row, nil
+}
+
+// batchTokens are u's counts as a batch's usage adds them up.
+func batchTokens(u upstream.Usage) v1.BatchTokens {
+	return v1.BatchTokens{InputTokens: u.PromptTokens(), CachedTokens: deref(u.CacheReadTokens),
+		OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens}
 }
 
 // continuesConversation reports a responses body that names a previous

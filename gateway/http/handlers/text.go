@@ -631,7 +631,7 @@ func (t *Text) settle(p *auth.Principal, c *textCall, cand *routing.Candidate, u
 		return err
 	}
 	if line != nil {
-		line.billed, line.quota = true, quota
+		line.billed, line.quota, line.tokens = true, quota, batchTokens(u)
 	}
 	return nil
 }
