@@ -215,7 +215,7 @@ func (r *Reconciler) validate(ctx context.Context, b *v1.Batch, now time.Time) (
 		return ctrl.Result{}, err
 	}
 	st.State, st.InProgressAt = v1.BatchInProgress, stamp(now)
-	st.RequestCounts.Total, st.Model = total, clipModel(firstModel)
+	st.RequestCounts.Total, st.Model = total, clipTo(firstModel, maxModelLen)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
@@ -291,17 +291,18 @@ func cancelRequested(b *v1.Batch) bool {
 
 func stamp(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
 
-// clipModel keeps a model name within status.model's bound.
-func clipModel(m string) string {
-	if len(m) > 256 {
-		return m[:256]
-	}
-	return m
-}
+// Bounds of status strings, as the resource's schema sets them.
+const (
+	maxMessageLen = 1024
+	maxModelLen   = 256
+)
 
-func clip(s string) string {
-	if len(s) > 1024 {
-		return s[:1024]
+// clip keeps a message within status's bound.
+func clip(s string) string { return clipTo(s, maxMessageLen) }
+
+func clipTo(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
 	}
 	return s
 }

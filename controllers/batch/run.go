@@ -26,12 +26,11 @@ import (
 // hold the results, and the result files once written. It moves only
 // after the part it names is stored.
 type progress struct {
-	Next      int64         `json:"next"`
-	Completed int64         `json:"completed"`
-	Failed    int64         `json:"failed"`
-	Quota     billing.Quota `json:"quota"`
-	// Tokens are the billed lines' tokens.
-	Tokens v1.BatchTokens `json:"tokens,omitzero"`
+	Next      int64 `json:"next"`
+	Completed int64 `json:"completed"`
+	Failed    int64 `json:"failed"`
+	// charge is what the lines done were billed.
+	charge
 	// Parts are the first line index of each part, in order.
 	Parts        []int64 `json:"parts"`
 	OutputFileID string  `json:"outputFileID,omitempty"`
@@ -46,13 +45,12 @@ type progress struct {
 // part is one pass's results: lines [Start, End) of the file (by index
 // among its requests), their counts and charge, and their output lines.
 type part struct {
-	Start     int64         `json:"start"`
-	End       int64         `json:"end"`
-	Completed int64         `json:"completed"`
-	Failed    int64         `json:"failed"`
-	Quota     billing.Quota `json:"quota"`
-	// Tokens are the billed lines' tokens.
-	Tokens v1.BatchTokens `json:"tokens,omitzero"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+	Completed int64 `json:"completed"`
+	Failed    int64 `json:"failed"`
+	// charge is what the part's lines were billed.
+	charge
 	// Lines are the output lines (JSONL), output and error lines mixed in
 	// file order.
 	Lines []byte `json:"lines"`
@@ -118,16 +116,19 @@ func (r *Reconciler) loadProgress(ctx context.Context, b *v1.Batch) (*progress, 
 
 func (p *progress) add(pt *part) {
 	p.Parts = append(p.Parts, pt.Start)
-	p.Next, p.Completed, p.Failed, p.Quota = pt.End, p.Completed+pt.Completed, p.Failed+pt.Failed, p.Quota+pt.Quota
-	p.Tokens = p.Tokens.Plus(pt.Tokens)
+	p.Next, p.Completed, p.Failed, p.charge = pt.End, p.Completed+pt.Completed, p.Failed+pt.Failed, p.plus(pt.charge)
 }
 
-// charge is what one line was billed: its quota and the tokens its usage
-// row counts (none for a line whose answer was lost: only its quota is in
-// the ledger).
+// charge is what lines were billed: their quota and the tokens their usage
+// rows count (none for a line whose answer was lost: only its quota is in
+// the ledger). Embedded in a record, its fields are the record's.
 type charge struct {
 	Quota  billing.Quota  `json:"quota,omitempty"`
 	Tokens v1.BatchTokens `json:"tokens,omitzero"`
+}
+
+func (c charge) plus(o charge) charge {
+	return charge{Quota: c.Quota + o.Quota, Tokens: c.Tokens.Plus(o.Tokens)}
 }
 
 // mirror writes the progress's counts and charge into status.
@@ -149,9 +150,9 @@ const (
 
 // stopping reports whether lines of b may still start: not once a
 // cancellation is requested (read from the cache, so a pass sees it at
-// its next line) nor past the completion window.
+// its next line) or the batch is deleted, nor past the completion window.
 func (r *Reconciler) stopping(ctx context.Context, b *v1.Batch) stopReason {
-	if b.Status.State == v1.BatchCancelling {
+	if b.Status.State == v1.BatchCancelling || !b.DeletionTimestamp.IsZero() {
 		return stopCancelled
 	}
 	if !r.Clock.Now().Before(b.Status.ExpiresAt.Time) {
@@ -305,7 +306,7 @@ func (r *Reconciler) runPart(ctx, stop context.Context, b *v1.Batch, start, limi
 			stopped = ""
 			break
 		}
-		pt.Quota, pt.Tokens = pt.Quota+charges[i].Quota, pt.Tokens.Plus(charges[i].Tokens)
+		pt.charge = pt.plus(charges[i])
 	}
 	for _, l := range unrun {
 		code, msg := string(stopped), "This request was not executed because the batch was cancelled."

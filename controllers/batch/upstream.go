@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/controllers/internal/reconciler"
 	"github.com/modelgate/modelgate/gateway/batches"
 	"github.com/modelgate/modelgate/gateway/billing"
 	"github.com/modelgate/modelgate/gateway/platform/blob"
@@ -112,9 +113,8 @@ type jobLine struct {
 	Number   int64               `json:"number"`
 	CustomID string              `json:"customID"`
 	Answer   *batches.OutputLine `json:"answer,omitempty"`
-	// Quota and Tokens are what the line was billed.
-	Quota  billing.Quota  `json:"quota,omitempty"`
-	Tokens v1.BatchTokens `json:"tokens,omitzero"`
+	// charge is what the line was billed.
+	charge
 }
 
 func jobKey(b *v1.Batch, start int64) string {
@@ -150,8 +150,9 @@ func (r *Reconciler) runUpstream(ctx context.Context, b *v1.Batch, p *progress) 
 		return res, false, 0, nil
 	}
 	// Before a job can exist upstream, so that deleting the batch stops it
-	// (docs/batches.md, "Deletion").
-	if err := r.holdFinalizer(ctx, b); err != nil {
+	// (docs/batches.md, "Deletion"). Adding it ends the pass; its own event
+	// starts the next.
+	if added, err := reconciler.EnsureFinalizer(ctx, r.Client, b, Finalizer); added || err != nil {
 		return res, true, 0, err
 	}
 	j, err = r.buildJob(ctx, b, p.Next)
@@ -440,7 +441,7 @@ func (r *Reconciler) jobOutputs(ctx context.Context, b *v1.Batch, j *job, each f
 	_, err := r.parse(ctx, b, func(l batches.Line) error {
 		if i, ok := pending[l.Number]; ok {
 			out, c := each(l)
-			j.Lines[i].Answer, j.Lines[i].Quota, j.Lines[i].Tokens = &out, c.Quota, c.Tokens
+			j.Lines[i].Answer, j.Lines[i].charge = &out, c
 		}
 		return nil
 	})
@@ -468,7 +469,7 @@ func (r *Reconciler) writeJobPart(ctx context.Context, b *v1.Batch, p *progress,
 		} else {
 			pt.Completed++
 		}
-		pt.Quota, pt.Tokens = pt.Quota+jl.Quota, pt.Tokens.Plus(jl.Tokens)
+		pt.charge = pt.plus(jl.charge)
 		if pt.Lines, err = out.AppendJSONL(pt.Lines); err != nil {
 			return err
 		}

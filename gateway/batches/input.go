@@ -60,9 +60,9 @@ type inputLine struct {
 
 // ParseInput reads a JSONL input file of at most maxLines requests whose
 // every line must be a POST to endpoint and calls each with the line in
-// order. The first invalid line
-// stops the read with an *InputError: OpenAI fails the whole batch in
-// validation, before any line runs, so nothing is billed for a bad file.
+// order. The first invalid line stops the read with an *InputError: OpenAI
+// fails the whole batch in validation, before any line runs, so nothing is
+// billed for a bad file.
 // Blank lines are skipped. A read error of r is returned as it is.
 func ParseInput(r io.Reader, endpoint string, maxLines int64, each func(Line) error) (int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)

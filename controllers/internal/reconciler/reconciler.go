@@ -137,12 +137,22 @@ func PatchStatusIfChanged(ctx context.Context, c client.Client, before, obj clie
 // way, and the next reconcile, woken by it, could read the cache before
 // this one's status write and repeat a side effect that this one already
 // made.
+//
+// It is a merge patch of the finalizers under the object's resourceVersion
+// (a stale object is a conflict, and the reconcile is retried), not an
+// Update: an Update sends the whole spec back, and a field the API server
+// defaulted in a form Go writes differently (a duration "24h" comes back as
+// "24h0m0s") breaks a spec immutability rule.
 func EnsureFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) (bool, error) {
 	if !obj.GetDeletionTimestamp().IsZero() || controllerutil.ContainsFinalizer(obj, finalizer) {
 		return false, nil
 	}
+	before, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return false, fmt.Errorf("add finalizer: %T is not a client.Object", obj)
+	}
 	controllerutil.AddFinalizer(obj, finalizer)
-	if err := c.Update(ctx, obj); err != nil {
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, fmt.Errorf("add finalizer: %w", err)
 	}
 	return true, nil

@@ -162,13 +162,8 @@ func (req *batchRequest) invalid() (message, param string) {
 		}
 	}
 	if e := req.OutputExpiresAfter; e != nil {
-		switch {
-		case e.Anchor != nil && *e.Anchor != "created_at":
-			return fmt.Sprintf("Invalid value: '%s'. Supported values are: 'created_at'.", *e.Anchor), "output_expires_after.anchor"
-		case e.Seconds == nil:
-			return "output_expires_after.seconds is required", "output_expires_after.seconds"
-		case *e.Seconds < minFileExpiry || *e.Seconds > maxFileExpiry:
-			return fmt.Sprintf("output_expires_after.seconds must be between %d (1 hour) and %d (30 days)", minFileExpiry, maxFileExpiry), "output_expires_after.seconds"
+		if _, param, msg := checkExpiry("output_expires_after", e.Anchor, e.Seconds); msg != "" {
+			return msg, param
 		}
 	}
 	return "", ""

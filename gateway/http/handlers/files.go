@@ -208,23 +208,36 @@ const (
 )
 
 // duration is the expiry the upload asks for (0: none), or the parameter
-// and message of why it is refused. The anchor may be left out: created_at
-// is the only one, and the SDKs default to it.
+// and message of why it is refused.
 func (e expiresAfter) duration() (time.Duration, string, string) {
 	if e.anchor == nil && e.seconds == nil {
 		return 0, "", ""
 	}
-	if e.anchor != nil && *e.anchor != "created_at" {
-		return 0, "expires_after.anchor", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'created_at'.", *e.anchor)
+	var seconds *int64
+	if e.seconds != nil {
+		n, err := strconv.ParseInt(*e.seconds, 10, 64)
+		if err != nil {
+			n = -1 // not an integer: refused as out of bounds
+		}
+		seconds = &n
 	}
-	if e.seconds == nil {
-		return 0, "expires_after.seconds", "expires_after.seconds is required"
+	return checkExpiry("expires_after", e.anchor, seconds)
+}
+
+// checkExpiry is the expiry an expires_after object (the upload's, or a
+// batch's output_expires_after, named field) asks for, or the parameter and
+// message of why it is refused. The anchor may be left out: created_at is
+// the only one, and the SDKs default to it.
+func checkExpiry(field string, anchor *string, seconds *int64) (time.Duration, string, string) {
+	switch {
+	case anchor != nil && *anchor != "created_at":
+		return 0, field + ".anchor", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'created_at'.", *anchor)
+	case seconds == nil:
+		return 0, field + ".seconds", field + ".seconds is required"
+	case *seconds < minFileExpiry || *seconds > maxFileExpiry:
+		return 0, field + ".seconds", fmt.Sprintf("%s.seconds must be an integer between %d (1 hour) and %d (30 days)", field, minFileExpiry, maxFileExpiry)
 	}
-	n, err := strconv.ParseInt(*e.seconds, 10, 64)
-	if err != nil || n < minFileExpiry || n > maxFileExpiry {
-		return 0, "expires_after.seconds", fmt.Sprintf("expires_after.seconds must be an integer between %d (1 hour) and %d (30 days)", minFileExpiry, maxFileExpiry)
-	}
-	return time.Duration(n) * time.Second, "", ""
+	return time.Duration(*seconds) * time.Second, "", ""
 }
 
 // badBody answers a body that broke off or ran over the request limit.
